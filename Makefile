@@ -1,0 +1,36 @@
+# eddy — build, demo, test, bench. Every target installs what a fresh machine lacks.
+#
+# CARGO_TARGET_DIR may point outside the clone (CI keeps a persistent one).
+CARGO_TARGET_DIR ?= $(CURDIR)/target
+export CARGO_TARGET_DIR
+
+# Guest crates built to WebAssembly components, and the files they produce.
+GUEST_CRATES := running-count alert-suppression scripted noop boundary-probe future-contract
+GUEST_WASM   := running_count alert_suppression scripted noop boundary_probe future_contract
+WASM_DIR     := build/wasm
+
+.PHONY: deps guests build demo test bench clean
+
+deps:
+	@scripts/install-deps.sh
+
+guests: deps
+	cargo build --release --target wasm32-wasip2 $(addprefix -p ,$(GUEST_CRATES))
+	@mkdir -p $(WASM_DIR)
+	@for name in $(GUEST_WASM); do cp $(CARGO_TARGET_DIR)/wasm32-wasip2/release/$$name.wasm $(WASM_DIR)/; done
+	@echo "guests built into $(WASM_DIR)/"
+
+build: deps
+	cargo build -p eddy
+
+demo: guests build
+	$(CARGO_TARGET_DIR)/debug/eddy run examples/running-count/pipeline.toml
+
+test: guests build
+	cargo test --workspace
+
+bench: guests
+	cargo bench -p eddy
+
+clean:
+	rm -rf build

@@ -1,0 +1,214 @@
+//! What `init` receives and declares.
+
+use std::rc::Rc;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::{Error, Result};
+use crate::schema::Schema;
+use crate::state::{ListState, MapState, Ttl, ValueState};
+use crate::store::Store;
+use crate::timers::Timers;
+
+/// How the processor reasons about time; fixes the domain of its timers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TimeMode {
+    /// No timers.
+    #[default]
+    None,
+    /// Timers fire when a batch's processing time reaches them.
+    ProcessingTime,
+    /// Timers fire when the watermark reaches them.
+    EventTime,
+}
+
+/// What the sink does with the rows a processor returns (Spark's output modes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OutputMode {
+    /// Rows are final once returned; they are only ever added.
+    #[default]
+    Append,
+    /// Rows are the new version of a result for their key.
+    Update,
+    /// Every trigger outputs the whole result.
+    Complete,
+}
+
+/// The kind of a state variable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StateKind {
+    Value,
+    List,
+    Map,
+}
+
+/// A declared state variable.
+#[derive(Clone, Debug)]
+pub(crate) struct StateDecl {
+    pub(crate) name: String,
+    pub(crate) kind: StateKind,
+    pub(crate) ttl_micros: Option<u64>,
+}
+
+/// Everything `init` declared.
+#[derive(Clone, Debug)]
+pub(crate) struct Spec {
+    pub(crate) state: Vec<StateDecl>,
+    pub(crate) output_schema: Rc<Schema>,
+    pub(crate) time_mode: TimeMode,
+    pub(crate) initial_state_schema: Option<Rc<Schema>>,
+}
+
+/// What [`StatefulProcessor::init`](crate::StatefulProcessor::init) receives: the
+/// query's schemas, output mode and config, and where the processor declares its
+/// state variables, output schema and time mode.
+pub struct InitContext {
+    input_schema: Rc<Schema>,
+    key_schema: Rc<Schema>,
+    output_mode: OutputMode,
+    config: String,
+    pub(crate) store: Rc<Store>,
+    spec: Spec,
+}
+
+impl InitContext {
+    pub(crate) fn new(
+        input_schema: Rc<Schema>,
+        key_schema: Rc<Schema>,
+        output_mode: OutputMode,
+        config: String,
+        store: Rc<Store>,
+    ) -> Self {
+        let spec = Spec {
+            state: Vec::new(),
+            output_schema: Rc::new(Schema::default()),
+            time_mode: TimeMode::None,
+            initial_state_schema: None,
+        };
+        InitContext {
+            input_schema,
+            key_schema,
+            output_mode,
+            config,
+            store,
+            spec,
+        }
+    }
+
+    pub(crate) fn input_schema_rc(&self) -> Rc<Schema> {
+        self.input_schema.clone()
+    }
+
+    pub(crate) fn into_spec(self) -> Spec {
+        self.spec
+    }
+
+    /// The schema of the rows handed to `handle_input_rows`.
+    pub fn input_schema(&self) -> &Schema {
+        &self.input_schema
+    }
+
+    /// The schema of the key (the grouping columns, in order).
+    pub fn key_schema(&self) -> &Schema {
+        &self.key_schema
+    }
+
+    /// The query's output mode.
+    pub fn output_mode(&self) -> OutputMode {
+        self.output_mode
+    }
+
+    /// The operator's config table from the pipeline spec, as JSON text (`{}` when
+    /// the spec has none).
+    pub fn config_json(&self) -> &str {
+        &self.config
+    }
+
+    /// The config deserialized into `T`; use `#[serde(default)]` for optional fields.
+    pub fn config<T: DeserializeOwned>(&self) -> Result<T> {
+        let text = if self.config.trim().is_empty() {
+            "{}"
+        } else {
+            &self.config
+        };
+        serde_json::from_str(text).map_err(|e| {
+            Error::msg(format!(
+                "invalid processor config {text}: {e}; fix the operator's `config` table in the \
+                 pipeline spec"
+            ))
+        })
+    }
+
+    fn declare(&mut self, name: &str, kind: StateKind, ttl: Ttl) -> Result<()> {
+        if name.is_empty() {
+            return Err(Error::msg("a state variable needs a non-empty name"));
+        }
+        if self.spec.state.iter().any(|decl| decl.name == name) {
+            return Err(Error::msg(format!(
+                "state variable `{name}` is declared twice; give each variable its own name"
+            )));
+        }
+        let ttl_micros = ttl.to_micros(name)?;
+        self.spec.state.push(StateDecl {
+            name: name.to_string(),
+            kind,
+            ttl_micros,
+        });
+        Ok(())
+    }
+
+    /// Declares a value state variable (one `T` per key). Keep the returned handle
+    /// in the processor; it opens the host's variable on first use.
+    pub fn value_state<T: Serialize + DeserializeOwned>(
+        &mut self,
+        name: &str,
+        ttl: impl Into<Ttl>,
+    ) -> Result<ValueState<T>> {
+        self.declare(name, StateKind::Value, ttl.into())?;
+        Ok(ValueState::new(name, self.store.clone()))
+    }
+
+    /// Declares a list state variable (an ordered list of `T` per key).
+    pub fn list_state<T: Serialize + DeserializeOwned>(
+        &mut self,
+        name: &str,
+        ttl: impl Into<Ttl>,
+    ) -> Result<ListState<T>> {
+        self.declare(name, StateKind::List, ttl.into())?;
+        Ok(ListState::new(name, self.store.clone()))
+    }
+
+    /// Declares a map state variable (a map of `K` to `V` per key).
+    pub fn map_state<K, V>(&mut self, name: &str, ttl: impl Into<Ttl>) -> Result<MapState<K, V>>
+    where
+        K: Serialize + DeserializeOwned,
+        V: Serialize + DeserializeOwned,
+    {
+        self.declare(name, StateKind::Map, ttl.into())?;
+        Ok(MapState::new(name, self.store.clone()))
+    }
+
+    /// The timers handle; timers need a time mode other than [`TimeMode::None`].
+    pub fn timers(&self) -> Timers {
+        Timers::new(self.store.clone())
+    }
+
+    /// Declares the schema of the rows the processor outputs (empty by default).
+    pub fn set_output_schema(&mut self, schema: Schema) {
+        self.spec.output_schema = Rc::new(schema);
+    }
+
+    /// Declares how timers are driven ([`TimeMode::None`] by default).
+    pub fn set_time_mode(&mut self, mode: TimeMode) {
+        self.spec.time_mode = mode;
+        self.store.set_time_mode(mode);
+    }
+
+    /// Declares the schema of the initial-state rows, so that
+    /// `handle_initial_state` can read them by name and the SDK checks their types.
+    /// Without it the columns are named `_0`, `_1`, … with the types the host sends.
+    pub fn set_initial_state_schema(&mut self, schema: Schema) {
+        self.spec.initial_state_schema = Some(Rc::new(schema));
+    }
+}

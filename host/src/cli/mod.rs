@@ -1,0 +1,51 @@
+//! The `eddy` command line.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+use crate::engine::{RunOptions, run_pipeline};
+use crate::pipeline::Pipeline;
+use crate::wasm::WasmRuntime;
+
+/// eddy: stateful stream processing with WebAssembly processors.
+#[derive(Parser, Debug)]
+#[command(name = "eddy", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Runs a pipeline over its input, then stops.
+    Run {
+        /// The pipeline spec (TOML).
+        pipeline: PathBuf,
+        /// Keeps state in this directory instead of the spec's `checkpoint`.
+        #[arg(long)]
+        checkpoint: Option<PathBuf>,
+        /// Compiles the module every time instead of using the on-disk cache.
+        #[arg(long)]
+        no_module_cache: bool,
+    },
+}
+
+impl Cli {
+    /// Runs the command.
+    pub fn execute(self) -> Result<()> {
+        match self.command {
+            Command::Run { pipeline, checkpoint, no_module_cache } => {
+                let pipeline = Pipeline::load(&pipeline)?;
+                let module_cache = if no_module_cache { None } else { WasmRuntime::default_cache_dir() };
+                let summary = run_pipeline(&pipeline, &RunOptions { checkpoint, module_cache })?;
+                crate::log::info(&format!(
+                    "query '{}' done: {} batches, {} input rows, {} output rows",
+                    pipeline.name, summary.batches, summary.input_rows, summary.output_rows
+                ));
+                Ok(())
+            }
+        }
+    }
+}

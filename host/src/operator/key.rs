@@ -1,0 +1,141 @@
+//! Grouping keys: the bytes a key is stored under, its key group, and its values.
+//!
+//! A key part is a tag byte and a payload; integers and timestamps are big-endian
+//! with the sign bit flipped, so keys of one type sort in value order.
+
+use arrow::array::ArrayRef;
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::state::layout::{from_sortable_i64, sortable_i64};
+use crate::wasm::Scalar;
+use crate::wasm::rows::scalar_at;
+
+const NULL: u8 = 0;
+const BOOLEAN: u8 = 1;
+const INT64: u8 = 2;
+const FLOAT64: u8 = 3;
+const UTF8: u8 = 4;
+const BINARY: u8 = 5;
+const TIMESTAMP: u8 = 6;
+
+/// Appends the encoding of row `row` of the key columns to `out`.
+pub fn encode_row(columns: &[ArrayRef], row: usize, out: &mut Vec<u8>) {
+    for column in columns {
+        encode_scalar(&scalar_at(column, row), out);
+    }
+}
+
+/// Encodes a whole key.
+pub fn encode(key: &[Scalar]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for part in key {
+        encode_scalar(part, &mut out);
+    }
+    out
+}
+
+fn encode_scalar(value: &Scalar, out: &mut Vec<u8>) {
+    match value {
+        Scalar::Null => out.push(NULL),
+        Scalar::Boolean(b) => out.extend_from_slice(&[BOOLEAN, u8::from(*b)]),
+        Scalar::Int64(v) => {
+            out.push(INT64);
+            out.extend_from_slice(&sortable_i64(*v));
+        }
+        Scalar::Float64(v) => {
+            out.push(FLOAT64);
+            out.extend_from_slice(&v.to_bits().to_be_bytes());
+        }
+        Scalar::Utf8(s) => var_len(UTF8, s.as_bytes(), out),
+        Scalar::Binary(b) => var_len(BINARY, b, out),
+        Scalar::Timestamp(v) => {
+            out.push(TIMESTAMP);
+            out.extend_from_slice(&sortable_i64(*v));
+        }
+    }
+}
+
+fn var_len(tag: u8, bytes: &[u8], out: &mut Vec<u8>) {
+    out.push(tag);
+    out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+    out.extend_from_slice(bytes);
+}
+
+/// Decodes an encoded key back into its values; `None` when the bytes are not a key.
+pub fn decode(mut raw: &[u8]) -> Option<Vec<Scalar>> {
+    let mut parts = Vec::new();
+    while let Some((&tag, rest)) = raw.split_first() {
+        let fixed = |rest: &[u8]| -> Option<[u8; 8]> { rest.get(..8)?.try_into().ok() };
+        let (part, used) = match tag {
+            NULL => (Scalar::Null, 0),
+            BOOLEAN => (Scalar::Boolean(*rest.first()? != 0), 1),
+            INT64 => (Scalar::Int64(from_sortable_i64(rest)?), 8),
+            FLOAT64 => (Scalar::Float64(f64::from_bits(u64::from_be_bytes(fixed(rest)?))), 8),
+            TIMESTAMP => (Scalar::Timestamp(from_sortable_i64(rest)?), 8),
+            UTF8 | BINARY => {
+                let len = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+                let bytes = rest.get(4..4 + len)?;
+                let part = if tag == UTF8 {
+                    Scalar::Utf8(String::from_utf8(bytes.to_vec()).ok()?)
+                } else {
+                    Scalar::Binary(bytes.to_vec())
+                };
+                (part, 4 + len)
+            }
+            _ => return None,
+        };
+        parts.push(part);
+        raw = &rest[used..];
+    }
+    Some(parts)
+}
+
+/// The key group an encoded key belongs to (stable across runs and versions).
+pub fn key_group(encoded: &[u8], key_groups: u16) -> u16 {
+    (xxh3_64(encoded) % u64::from(key_groups.max(1))) as u16
+}
+
+/// The key as a user would write it, e.g. `["alice", 3]`.
+pub fn label(key: &[Scalar]) -> String {
+    let parts: Vec<serde_json::Value> = key.iter().map(scalar_json).collect();
+    serde_json::Value::Array(parts).to_string()
+}
+
+/// A scalar as JSON (timestamps as microseconds, bytes as an array of numbers).
+pub fn scalar_json(value: &Scalar) -> serde_json::Value {
+    match value {
+        Scalar::Null => serde_json::Value::Null,
+        Scalar::Boolean(b) => (*b).into(),
+        Scalar::Int64(v) | Scalar::Timestamp(v) => (*v).into(),
+        Scalar::Float64(v) => serde_json::Number::from_f64(*v).map_or(serde_json::Value::Null, Into::into),
+        Scalar::Utf8(s) => s.clone().into(),
+        Scalar::Binary(b) => b.clone().into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip() {
+        let key = vec![
+            Scalar::Utf8("alice".into()),
+            Scalar::Int64(-3),
+            Scalar::Null,
+            Scalar::Boolean(true),
+            Scalar::Float64(2.5),
+            Scalar::Binary(vec![0, 255]),
+            Scalar::Timestamp(1_700_000_000_000_000),
+        ];
+        let encoded = encode(&key);
+        assert_eq!(decode(&encoded), Some(key));
+        assert_eq!(decode(&encoded[..encoded.len() - 1]), None);
+    }
+
+    #[test]
+    fn integer_keys_sort_by_value() {
+        assert!(encode(&[Scalar::Int64(-1)]) < encode(&[Scalar::Int64(1)]));
+        assert_eq!(label(&[Scalar::Utf8("a".into()), Scalar::Int64(2)]), r#"["a",2]"#);
+    }
+}

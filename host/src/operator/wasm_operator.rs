@@ -1,0 +1,246 @@
+//! The WebAssembly processor operator: groups a batch's rows by key, calls the
+//! processor once per key, fires due timers, and collects the rows it returns.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, anyhow, bail};
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::datatypes::{Field as ArrowField, Schema, SchemaRef};
+
+use super::key;
+use crate::state::{KeyScope, StateTxn, Timers, VariableDecl};
+use crate::wasm::rows::{arrow_type, contract_type, gather, to_record_batch};
+use crate::wasm::{
+    ExpiredTimer, Field, InitContext, InstanceLimits, Module, OutputMode, ProcessorInstance, ProcessorSpec, RowBatch,
+    TimeMode, TimerValues,
+};
+
+/// How an operator is set up.
+#[derive(Clone, Debug)]
+pub struct OperatorOptions {
+    /// The operator's id within the query (part of every state key).
+    pub operator_id: u16,
+    /// The grouping columns, in order.
+    pub key_columns: Vec<String>,
+    /// How many key groups keys hash into.
+    pub key_groups: u16,
+    /// The query's output mode.
+    pub output_mode: OutputMode,
+    /// The user's config, as JSON text.
+    pub config_json: String,
+    /// Memory cap and call deadline of the instance.
+    pub limits: InstanceLimits,
+}
+
+/// The clocks of one batch.
+#[derive(Clone, Copy, Debug)]
+pub struct BatchTime {
+    /// The batch id (seeds the guest's randomness).
+    pub batch_id: u64,
+    /// The batch's processing time, microseconds since the epoch.
+    pub processing_time: i64,
+    /// The watermark in force, if any.
+    pub watermark: Option<i64>,
+}
+
+/// What one batch of an operator produced.
+pub struct OperatorOutput {
+    /// The batch's state changes, to be committed by the caller.
+    pub txn: StateTxn,
+    /// The rows the processor returned, in call order.
+    pub rows: Vec<RecordBatch>,
+    /// How many distinct keys had input rows.
+    pub keys_with_input: usize,
+    /// How many timers fired.
+    pub timers_fired: usize,
+}
+
+/// A user's processor running over keyed rows.
+pub struct WasmOperator {
+    instance: ProcessorInstance,
+    module_name: String,
+    options: OperatorOptions,
+    key_indices: Vec<usize>,
+    spec: ProcessorSpec,
+    output_schema: SchemaRef,
+}
+
+impl WasmOperator {
+    /// Instantiates `module`, calls its `init`, and checks what it declares.
+    pub fn open(module: &Module, input_schema: &SchemaRef, options: OperatorOptions) -> Result<Self> {
+        let mut key_indices = Vec::new();
+        for column in &options.key_columns {
+            let index = input_schema.index_of(column).map_err(|_| {
+                anyhow!(
+                    "key column '{column}' is not in the input schema (columns: {})",
+                    input_schema.fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>().join(", ")
+                )
+            })?;
+            key_indices.push(index);
+        }
+        let input_fields = contract_fields(input_schema, None)?;
+        let key_fields = contract_fields(input_schema, Some(&key_indices))?;
+        let mut instance = module.instantiate(options.limits)?;
+        let context = InitContext {
+            input_schema: input_fields,
+            key_schema: key_fields,
+            output_mode: options.output_mode,
+            config: options.config_json.clone(),
+        };
+        let spec = instance.init(&context)?;
+        let output_schema = validate_spec(&spec).map_err(|problem| anyhow!("module '{}' declared {problem}", module.name))?;
+        Ok(Self { instance, module_name: module.name.clone(), options, key_indices, spec, output_schema })
+    }
+
+    /// The schema of the rows the processor returns.
+    pub fn output_schema(&self) -> &SchemaRef {
+        &self.output_schema
+    }
+
+    /// The state variables the processor declared.
+    pub fn state_variables(&self) -> Vec<VariableDecl> {
+        self.spec.state.iter().map(super::variable_decl).collect()
+    }
+
+    /// The processor's time mode.
+    pub fn time_mode(&self) -> TimeMode {
+        self.spec.time_mode
+    }
+
+    /// Runs one batch: every key's input rows, then every due timer. On error nothing
+    /// of the batch is kept (the transaction is dropped).
+    pub fn run_batch(&mut self, txn: StateTxn, input: &RecordBatch, time: BatchTime) -> Result<OperatorOutput> {
+        self.instance.start_batch(txn, time.processing_time, time.batch_id);
+        let result = self.run_keys(input, time).and_then(|(rows, keys)| {
+            let (timer_rows, timers_fired) = self.fire_timers(time)?;
+            Ok((rows.into_iter().chain(timer_rows).collect(), keys, timers_fired))
+        });
+        let txn = self.instance.finish_batch().context("the batch's state transaction went missing")?;
+        let (rows, keys_with_input, timers_fired) = result?;
+        Ok(OperatorOutput { txn, rows, keys_with_input, timers_fired })
+    }
+
+    /// Calls `close` on the processor.
+    pub fn close(&mut self) -> Result<()> {
+        Ok(self.instance.close()?)
+    }
+
+    fn timer_values(time: BatchTime) -> TimerValues {
+        TimerValues { processing_time: time.processing_time, watermark: time.watermark }
+    }
+
+    fn run_keys(&mut self, input: &RecordBatch, time: BatchTime) -> Result<(Vec<RecordBatch>, usize)> {
+        let key_columns: Vec<ArrayRef> = self.key_indices.iter().map(|&i| input.column(i).clone()).collect();
+        let mut groups: HashMap<Vec<u8>, Vec<u32>> = HashMap::new();
+        let mut encoded = Vec::new();
+        for row in 0..input.num_rows() {
+            encoded.clear();
+            key::encode_row(&key_columns, row, &mut encoded);
+            match groups.get_mut(encoded.as_slice()) {
+                Some(rows) => rows.push(row as u32),
+                None => {
+                    groups.insert(encoded.clone(), vec![row as u32]);
+                }
+            }
+        }
+        let key_groups = self.options.key_groups;
+        let mut ordered: Vec<(u16, Vec<u8>, Vec<u32>)> =
+            groups.into_iter().map(|(k, rows)| (key::key_group(&k, key_groups), k, rows)).collect();
+        ordered.sort_unstable_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        let mut outputs = Vec::new();
+        let keys = ordered.len();
+        for (key_group, encoded, rows) in ordered {
+            let key_values = key::decode(&encoded).context("a grouping key failed to round-trip")?;
+            let label = key::label(&key_values);
+            let scope = KeyScope::new(self.options.operator_id, key_group, encoded, time.processing_time);
+            self.instance.set_key(scope, label.clone());
+            let batch = gather(input, &rows);
+            let returned = self.instance.handle_input_rows(&key_values, &batch, Self::timer_values(time))?;
+            self.collect(returned, "handle-input-rows", &label, &mut outputs)?;
+        }
+        Ok((outputs, keys))
+    }
+
+    fn fire_timers(&mut self, time: BatchTime) -> Result<(Vec<RecordBatch>, usize)> {
+        let deadline = match self.spec.time_mode {
+            TimeMode::None => return Ok((Vec::new(), 0)),
+            TimeMode::ProcessingTime => time.processing_time,
+            TimeMode::EventTime => match time.watermark {
+                Some(watermark) => watermark,
+                None => return Ok((Vec::new(), 0)),
+            },
+        };
+        let operator = self.options.operator_id;
+        let txn = self.instance.txn_mut().context("no state transaction during the batch")?;
+        let due = Timers::due(txn, operator, deadline)?;
+        let mut outputs = Vec::new();
+        for timer in &due {
+            let key_values = key::decode(&timer.key).context("a timer's key in the state store is corrupt")?;
+            let label = key::label(&key_values);
+            let scope = KeyScope::new(operator, timer.key_group, timer.key.clone(), time.processing_time);
+            if let Some(txn) = self.instance.txn_mut() {
+                scope.timer_delete(txn, timer.expiry);
+            }
+            self.instance.set_key(scope, label.clone());
+            let expired = ExpiredTimer { expiry_time: timer.expiry };
+            let returned = self.instance.handle_expired_timer(&key_values, Self::timer_values(time), expired)?;
+            self.collect(returned, "handle-expired-timer", &label, &mut outputs)?;
+        }
+        Ok((outputs, due.len()))
+    }
+
+    fn collect(&self, returned: RowBatch, function: &str, label: &str, outputs: &mut Vec<RecordBatch>) -> Result<()> {
+        let converted = to_record_batch(returned, &self.output_schema).map_err(|problem| {
+            anyhow!(
+                "module '{}' returned rows that do not match its declared output schema in {function} for key {label}: {problem}",
+                self.module_name
+            )
+        })?;
+        outputs.extend(converted);
+        Ok(())
+    }
+}
+
+fn contract_fields(schema: &Schema, only: Option<&[usize]>) -> Result<Vec<Field>> {
+    let indices: Vec<usize> = match only {
+        Some(indices) => indices.to_vec(),
+        None => (0..schema.fields().len()).collect(),
+    };
+    indices
+        .into_iter()
+        .map(|i| {
+            let field = schema.field(i);
+            let data_type = contract_type(field.data_type())
+                .with_context(|| format!("column '{}' has type {}, which eddy cannot pass to a processor", field.name(), field.data_type()))?;
+            Ok(Field { name: field.name().clone(), data_type, nullable: field.is_nullable() })
+        })
+        .collect()
+}
+
+fn validate_spec(spec: &ProcessorSpec) -> Result<SchemaRef> {
+    let mut names = std::collections::HashSet::new();
+    for decl in &spec.state {
+        if decl.name.is_empty() {
+            bail!("a state variable with an empty name");
+        }
+        if !names.insert(decl.name.as_str()) {
+            bail!("state variable '{}' twice; names must be unique", decl.name);
+        }
+        if decl.ttl == Some(0) {
+            bail!("state variable '{}' with a TTL of 0; use no TTL, or a positive duration", decl.name);
+        }
+    }
+    if spec.output_schema.is_empty() {
+        bail!("an empty output schema; declare at least one output column");
+    }
+    let mut columns = std::collections::HashSet::new();
+    let mut fields = Vec::new();
+    for field in &spec.output_schema {
+        if !columns.insert(field.name.as_str()) {
+            bail!("output column '{}' twice; names must be unique", field.name);
+        }
+        fields.push(ArrowField::new(&field.name, arrow_type(field.data_type), field.nullable));
+    }
+    Ok(Arc::new(Schema::new(fields)))
+}

@@ -1,0 +1,9 @@
+//! State: the RocksDB store, its byte layout, and the typed state variables and
+//! timers that processors use.
+
+pub mod layout;
+mod store;
+mod variables;
+
+pub use store::{Cf, StateStore, StateTxn};
+pub use variables::{DueTimer, KeyScope, StateKind, Timers, VariableDecl, live_list, value_get};

@@ -1,0 +1,169 @@
+//! The RocksDB state store and its per-batch transactions.
+//!
+//! A batch reads and writes through a [`StateTxn`]: every change is buffered in
+//! memory (and visible to later reads of the same batch), then [`StateStore::commit`]
+//! writes all of them, together with the committed batch id, in one atomic
+//! RocksDB `WriteBatch`. A batch that fails is simply dropped: nothing of it lands.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, ReadOptions, WriteBatch, WriteOptions};
+
+use super::layout;
+
+/// The column families of the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cf {
+    /// Value, list and map variables.
+    State = 0,
+    /// Timers, keyed by grouping key then expiry.
+    Timers = 1,
+    /// Timers, keyed by expiry then grouping key (for firing in time order).
+    TimerIndex = 2,
+    /// Store metadata: the committed batch id and what each batch consumed.
+    Meta = 3,
+}
+
+const CF_NAMES: [&str; 4] = ["state", "timers", "timer_index", "meta"];
+const COMMITTED_BATCH: &[u8] = b"committed-batch";
+
+impl Cf {
+    fn name(self) -> &'static str {
+        CF_NAMES[self as usize]
+    }
+}
+
+/// A RocksDB database holding every operator's state of one query.
+#[derive(Clone)]
+pub struct StateStore {
+    db: Arc<DB>,
+    path: PathBuf,
+}
+
+impl StateStore {
+    /// Opens (or creates) the store in `path`.
+    pub fn open(path: &Path) -> Result<Self> {
+        std::fs::create_dir_all(path)
+            .with_context(|| format!("cannot create the state directory {}", path.display()))?;
+        let mut options = Options::default();
+        options.create_if_missing(true);
+        options.create_missing_column_families(true);
+        options.set_compression_type(rocksdb::DBCompressionType::Lz4);
+        let families = CF_NAMES.iter().map(|name| ColumnFamilyDescriptor::new(*name, Options::default()));
+        let db = DB::open_cf_descriptors(&options, path, families).with_context(|| {
+            format!(
+                "cannot open the state store in {} (is another eddy process using this checkpoint?)",
+                path.display()
+            )
+        })?;
+        Ok(Self { db: Arc::new(db), path: path.to_path_buf() })
+    }
+
+    /// Where the store lives.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Starts a transaction that sees the committed state plus its own writes.
+    pub fn begin(&self) -> StateTxn {
+        StateTxn { db: self.db.clone(), overlay: Default::default() }
+    }
+
+    /// Writes every change of `txn`, and `batch_id` as the committed batch, atomically
+    /// and durably.
+    pub fn commit(&self, txn: StateTxn, batch_id: u64) -> Result<()> {
+        let mut batch = WriteBatch::default();
+        for (index, changes) in txn.overlay.iter().enumerate() {
+            let cf = self.cf_handle(CF_NAMES[index])?;
+            for (key, change) in changes {
+                match change {
+                    Some(value) => batch.put_cf(cf, key, value),
+                    None => batch.delete_cf(cf, key),
+                }
+            }
+        }
+        batch.put_cf(self.cf_handle(Cf::Meta.name())?, COMMITTED_BATCH, batch_id.to_be_bytes());
+        let mut options = WriteOptions::default();
+        options.set_sync(true);
+        self.db
+            .write_opt(batch, &options)
+            .with_context(|| format!("cannot commit batch {batch_id} to the state store in {}", self.path.display()))
+    }
+
+    /// The id of the last committed batch, if any.
+    pub fn committed_batch(&self) -> Result<Option<u64>> {
+        let raw = self.db.get_cf(self.cf_handle(Cf::Meta.name())?, COMMITTED_BATCH)?;
+        Ok(raw.and_then(|bytes| Some(u64::from_be_bytes(bytes.as_slice().try_into().ok()?))))
+    }
+
+    /// The committed value at `key` (ignoring any open transaction).
+    pub fn read(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.db.get_cf(self.cf_handle(cf.name())?, key)?)
+    }
+
+    fn cf_handle(&self, name: &str) -> Result<&rocksdb::ColumnFamily> {
+        self.db
+            .cf_handle(name)
+            .with_context(|| format!("the state store in {} lacks column family {name}", self.path.display()))
+    }
+}
+
+/// The changes of one batch, readable before they are committed.
+pub struct StateTxn {
+    db: Arc<DB>,
+    overlay: [BTreeMap<Vec<u8>, Option<Vec<u8>>>; 4],
+}
+
+impl StateTxn {
+    /// The value at `key`, seeing this transaction's own writes first.
+    pub fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(change) = self.overlay[cf as usize].get(key) {
+            return Ok(change.clone());
+        }
+        let handle = self.db.cf_handle(cf.name()).context("state column family missing")?;
+        Ok(self.db.get_cf(handle, key)?)
+    }
+
+    /// Sets `key` to `value`.
+    pub fn put(&mut self, cf: Cf, key: Vec<u8>, value: Vec<u8>) {
+        self.overlay[cf as usize].insert(key, Some(value));
+    }
+
+    /// Removes `key`.
+    pub fn delete(&mut self, cf: Cf, key: Vec<u8>) {
+        self.overlay[cf as usize].insert(key, None);
+    }
+
+    /// Every live entry whose key starts with `prefix`, in key order.
+    pub fn scan_prefix(&self, cf: Cf, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.scan_range(cf, prefix, layout::prefix_end(prefix).as_deref())
+    }
+
+    /// Every live entry with `start <= key < end` (no end: to the last key), in key order.
+    pub fn scan_range(&self, cf: Cf, start: &[u8], end: Option<&[u8]>) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let handle = self.db.cf_handle(cf.name()).context("state column family missing")?;
+        let mut options = ReadOptions::default();
+        if let Some(end) = end {
+            options.set_iterate_upper_bound(end.to_vec());
+        }
+        let mut merged = BTreeMap::new();
+        for item in self.db.iterator_cf_opt(handle, options, IteratorMode::From(start, Direction::Forward)) {
+            let (key, value) = item?;
+            merged.insert(key.into_vec(), Some(value.into_vec()));
+        }
+        let upper = end.map_or(Bound::Unbounded, Bound::Excluded);
+        for (key, change) in self.overlay[cf as usize].range::<[u8], _>((Bound::Included(start), upper)) {
+            merged.insert(key.clone(), change.clone());
+        }
+        Ok(merged.into_iter().filter_map(|(key, value)| Some((key, value?))).collect())
+    }
+
+    /// How many keys this transaction changes (written or deleted), per column family.
+    pub fn changed_keys(&self, cf: Cf) -> usize {
+        self.overlay[cf as usize].len()
+    }
+}

@@ -1,0 +1,236 @@
+//! Typed operations on state variables and timers of one grouping key.
+//!
+//! Every read hides values whose TTL has expired at the batch's processing time, so a
+//! processor never sees an expired value even before it is physically removed.
+
+use anyhow::{Context, Result, bail};
+
+use super::layout::{self, NEVER};
+use super::store::{Cf, StateTxn};
+
+/// The kind of a state variable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StateKind {
+    /// One value per key.
+    Value,
+    /// An ordered list per key.
+    List,
+    /// A map of user keys to values per key.
+    Map,
+}
+
+/// A state variable as a processor declared it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct VariableDecl {
+    /// The variable's name.
+    pub name: String,
+    /// value, list or map.
+    pub kind: StateKind,
+    /// Time to live in microseconds of processing time, from each write.
+    pub ttl_us: Option<u64>,
+}
+
+impl VariableDecl {
+    fn expiry(&self, now: i64) -> i64 {
+        match self.ttl_us {
+            Some(ttl) => now.saturating_add(i64::try_from(ttl).unwrap_or(i64::MAX)),
+            None => NEVER,
+        }
+    }
+}
+
+/// One grouping key of one operator at one processing time: the scope that state
+/// variables and timers act in.
+#[derive(Clone, Debug)]
+pub struct KeyScope {
+    operator: u16,
+    key_group: u16,
+    key: Vec<u8>,
+    prefix: Vec<u8>,
+    now: i64,
+}
+
+fn corrupt(what: &str) -> anyhow::Error {
+    anyhow::anyhow!("corrupt {what} in the state store (the bytes do not follow eddy's layout)")
+}
+
+/// The payload of a stamped value if it is still alive at `now`.
+pub fn value_get(raw: Option<Vec<u8>>, now: i64) -> Result<Option<Vec<u8>>> {
+    let Some(raw) = raw else { return Ok(None) };
+    let (expiry, payload) = layout::unstamp(&raw).ok_or_else(|| corrupt("value"))?;
+    Ok((expiry > now).then(|| payload.to_vec()))
+}
+
+/// The elements of a stored list that are still alive at `now`, with their expiry.
+pub fn live_list(raw: &[u8], now: i64) -> Result<Vec<(i64, Vec<u8>)>> {
+    let elements = layout::decode_list(raw).ok_or_else(|| corrupt("list"))?;
+    Ok(elements.into_iter().filter(|(expiry, _)| *expiry > now).map(|(e, p)| (e, p.to_vec())).collect())
+}
+
+impl KeyScope {
+    /// The scope of `key` (encoded) in `key_group` of `operator` at processing time `now`.
+    pub fn new(operator: u16, key_group: u16, key: Vec<u8>, now: i64) -> Self {
+        let prefix = layout::key_prefix(operator, key_group, &key);
+        Self { operator, key_group, key, prefix, now }
+    }
+
+    /// The encoded grouping key.
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    fn var_key(&self, decl: &VariableDecl) -> Vec<u8> {
+        layout::variable_key(&self.prefix, &decl.name)
+    }
+
+    /// The live value of a value variable.
+    pub fn value_get(&self, txn: &StateTxn, decl: &VariableDecl) -> Result<Option<Vec<u8>>> {
+        value_get(txn.get(Cf::State, &self.var_key(decl))?, self.now)
+    }
+
+    /// Replaces the value of a value variable.
+    pub fn value_update(&self, txn: &mut StateTxn, decl: &VariableDecl, value: &[u8]) {
+        txn.put(Cf::State, self.var_key(decl), layout::stamp(decl.expiry(self.now), value));
+    }
+
+    /// Removes the value (or the whole list) of a variable.
+    pub fn clear(&self, txn: &mut StateTxn, decl: &VariableDecl) -> Result<()> {
+        match decl.kind {
+            StateKind::Value | StateKind::List => txn.delete(Cf::State, self.var_key(decl)),
+            StateKind::Map => {
+                for (key, _) in txn.scan_prefix(Cf::State, &self.var_key(decl))? {
+                    txn.delete(Cf::State, key);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The live elements of a list variable, oldest first.
+    pub fn list_get(&self, txn: &StateTxn, decl: &VariableDecl) -> Result<Vec<Vec<u8>>> {
+        Ok(self.list_entries(txn, decl)?.into_iter().map(|(_, payload)| payload).collect())
+    }
+
+    fn list_entries(&self, txn: &StateTxn, decl: &VariableDecl) -> Result<Vec<(i64, Vec<u8>)>> {
+        match txn.get(Cf::State, &self.var_key(decl))? {
+            Some(raw) => live_list(&raw, self.now),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Appends elements to a list variable (expired elements are dropped on the way).
+    pub fn list_append(&self, txn: &mut StateTxn, decl: &VariableDecl, values: &[Vec<u8>]) -> Result<()> {
+        let mut entries = self.list_entries(txn, decl)?;
+        let expiry = decl.expiry(self.now);
+        entries.extend(values.iter().map(|value| (expiry, value.clone())));
+        self.write_list(txn, decl, &entries);
+        Ok(())
+    }
+
+    /// Replaces a list variable's elements.
+    pub fn list_put(&self, txn: &mut StateTxn, decl: &VariableDecl, values: &[Vec<u8>]) {
+        let expiry = decl.expiry(self.now);
+        let entries: Vec<(i64, Vec<u8>)> = values.iter().map(|value| (expiry, value.clone())).collect();
+        self.write_list(txn, decl, &entries);
+    }
+
+    fn write_list(&self, txn: &mut StateTxn, decl: &VariableDecl, entries: &[(i64, Vec<u8>)]) {
+        if entries.is_empty() {
+            txn.delete(Cf::State, self.var_key(decl));
+        } else {
+            let raw = layout::encode_list(entries.iter().map(|(expiry, payload)| (*expiry, payload.as_slice())));
+            txn.put(Cf::State, self.var_key(decl), raw);
+        }
+    }
+
+    fn map_entry_key(&self, decl: &VariableDecl, user_key: &[u8]) -> Vec<u8> {
+        let mut key = self.var_key(decl);
+        key.extend_from_slice(user_key);
+        key
+    }
+
+    /// The live value of `user_key` in a map variable.
+    pub fn map_get(&self, txn: &StateTxn, decl: &VariableDecl, user_key: &[u8]) -> Result<Option<Vec<u8>>> {
+        value_get(txn.get(Cf::State, &self.map_entry_key(decl, user_key))?, self.now)
+    }
+
+    /// Sets `user_key` in a map variable.
+    pub fn map_update(&self, txn: &mut StateTxn, decl: &VariableDecl, user_key: &[u8], value: &[u8]) {
+        txn.put(Cf::State, self.map_entry_key(decl, user_key), layout::stamp(decl.expiry(self.now), value));
+    }
+
+    /// Removes `user_key` from a map variable.
+    pub fn map_remove(&self, txn: &mut StateTxn, decl: &VariableDecl, user_key: &[u8]) {
+        txn.delete(Cf::State, self.map_entry_key(decl, user_key));
+    }
+
+    /// The live entries of a map variable, in user-key byte order.
+    pub fn map_entries(&self, txn: &StateTxn, decl: &VariableDecl) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let prefix = self.var_key(decl);
+        let mut out = Vec::new();
+        for (key, raw) in txn.scan_prefix(Cf::State, &prefix)? {
+            let (expiry, payload) = layout::unstamp(&raw).ok_or_else(|| corrupt("map entry"))?;
+            if expiry > self.now {
+                out.push((key[prefix.len()..].to_vec(), payload.to_vec()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Registers a timer at `expiry` for this key (once, however often it is called).
+    pub fn timer_register(&self, txn: &mut StateTxn, expiry: i64) {
+        txn.put(Cf::Timers, layout::timer_key(&self.prefix, expiry), Vec::new());
+        let index = layout::timer_index_key(self.operator, expiry, self.key_group, &self.key);
+        txn.put(Cf::TimerIndex, index, Vec::new());
+    }
+
+    /// Deletes this key's timer at `expiry`, if there is one.
+    pub fn timer_delete(&self, txn: &mut StateTxn, expiry: i64) {
+        txn.delete(Cf::Timers, layout::timer_key(&self.prefix, expiry));
+        txn.delete(Cf::TimerIndex, layout::timer_index_key(self.operator, expiry, self.key_group, &self.key));
+    }
+
+    /// This key's timers, earliest first.
+    pub fn timer_list(&self, txn: &StateTxn) -> Result<Vec<i64>> {
+        txn.scan_prefix(Cf::Timers, &self.prefix)?
+            .into_iter()
+            .map(|(key, _)| layout::from_sortable_i64(&key[self.prefix.len()..]).ok_or_else(|| corrupt("timer")))
+            .collect()
+    }
+}
+
+/// A timer that is due: its expiry and the key it belongs to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DueTimer {
+    /// The time the timer was registered for.
+    pub expiry: i64,
+    /// The key group of its key.
+    pub key_group: u16,
+    /// The encoded grouping key.
+    pub key: Vec<u8>,
+}
+
+/// Queries over every key's timers of one operator.
+pub struct Timers;
+
+impl Timers {
+    /// Every timer of `operator` with `expiry <= deadline`, in expiry order (then key).
+    pub fn due(txn: &StateTxn, operator: u16, deadline: i64) -> Result<Vec<DueTimer>> {
+        let start = operator.to_be_bytes();
+        let mut end = operator.to_be_bytes().to_vec();
+        match deadline.checked_add(1) {
+            Some(bound) => end.extend_from_slice(&layout::sortable_i64(bound)),
+            None => end = layout::prefix_end(&start).context("operator id out of range")?,
+        }
+        let mut out = Vec::new();
+        for (raw, _) in txn.scan_range(Cf::TimerIndex, &start, Some(&end))? {
+            let (expiry, key_group, key) = layout::split_timer_index_key(&raw).ok_or_else(|| corrupt("timer index"))?;
+            if expiry > deadline {
+                bail!("timer index out of order in the state store");
+            }
+            out.push(DueTimer { expiry, key_group, key: key.to_vec() });
+        }
+        Ok(out)
+    }
+}

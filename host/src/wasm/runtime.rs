@@ -1,0 +1,191 @@
+//! The WebAssembly runtime: one wasmtime engine per process, modules compiled once
+//! and cached on disk, and the contract-version check.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use super::bindings::{CONTRACT_PACKAGE, CONTRACT_VERSION, Processor, ProcessorPre};
+use super::host::HostState;
+
+/// How often the epoch advances; call deadlines are counted in these ticks.
+pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+/// The largest linear memory any instance may have; per-operator caps are lower.
+const MAX_INSTANCE_MEMORY: usize = 4 << 30;
+
+/// The process-wide WebAssembly engine, its linker and the compiled-module cache.
+#[derive(Clone)]
+pub struct WasmRuntime {
+    engine: Engine,
+    linker: Arc<Linker<HostState>>,
+    cache_dir: Option<PathBuf>,
+}
+
+/// A compiled, version-checked, pre-linked processor module.
+#[derive(Clone)]
+pub struct Module {
+    /// The module's file name, used in every message about it.
+    pub name: String,
+    /// SHA-256 of the module's bytes, hex.
+    pub sha256: String,
+    pub(super) engine: Engine,
+    pub(super) pre: ProcessorPre<HostState>,
+}
+
+impl WasmRuntime {
+    /// An engine with the component model, the pooling allocator and epoch deadlines,
+    /// caching compiled modules under `cache_dir` (no caching when `None`).
+    pub fn new(cache_dir: Option<PathBuf>) -> Result<Self> {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(256)
+            .total_core_instances(1024)
+            .total_memories(512)
+            .total_tables(512)
+            .max_memory_size(MAX_INSTANCE_MEMORY);
+        let mut config = Config::new();
+        config
+            .wasm_component_model(true)
+            .concurrency_support(false)
+            .epoch_interruption(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&config).map_err(anyhow::Error::from).context("cannot start the WebAssembly engine")?;
+        start_epoch_ticker(&engine);
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(anyhow::Error::from)?;
+        Processor::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |state| state)
+            .map_err(anyhow::Error::from)?;
+        Ok(Self { engine, linker: Arc::new(linker), cache_dir })
+    }
+
+    /// The default cache directory: `$EDDY_CACHE_DIR`, else `$XDG_CACHE_HOME/eddy/modules`,
+    /// else `~/.cache/eddy/modules`.
+    pub fn default_cache_dir() -> Option<PathBuf> {
+        if let Some(dir) = std::env::var_os("EDDY_CACHE_DIR") {
+            return Some(PathBuf::from(dir));
+        }
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
+        Some(base.join("eddy").join("modules"))
+    }
+
+    /// Loads, checks, compiles (or takes from the cache) and pre-links the module at `path`.
+    pub fn load(&self, path: &Path) -> Result<Module> {
+        let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let bytes = std::fs::read(path).with_context(|| format!("cannot read processor module {}", path.display()))?;
+        let sha256 = hex(&Sha256::digest(&bytes));
+        let component = self.compile_cached(&name, &bytes, &sha256)?;
+        check_contract_version(&self.engine, &component, &name)?;
+        let instance_pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|error| anyhow::anyhow!("module '{name}' cannot be linked against eddy's imports: {error:#}"))?;
+        let pre = ProcessorPre::new(instance_pre)
+            .map_err(|error| anyhow::anyhow!("module '{name}' does not export the eddy:processor handler: {error:#}"))?;
+        Ok(Module { name, sha256, engine: self.engine.clone(), pre })
+    }
+
+    fn compile_cached(&self, name: &str, bytes: &[u8], sha256: &str) -> Result<Component> {
+        let compile = || {
+            Component::new(&self.engine, bytes).map_err(|error| {
+                anyhow::anyhow!("module '{name}' is not a valid WebAssembly component: {error:#} (build it with `cargo build --target wasm32-wasip2`)")
+            })
+        };
+        let Some(dir) = &self.cache_dir else { return compile() };
+        let mut hasher = std::hash::DefaultHasher::new();
+        self.engine.precompile_compatibility_hash().hash(&mut hasher);
+        let file = dir.join(format!("{sha256}-{:016x}.cwasm", hasher.finish()));
+        if file.exists() {
+            // SAFETY: the cache holds only artifacts this process wrote with
+            // `Engine::precompile_component`, named by the engine's compatibility hash;
+            // wasmtime still verifies the header and refuses an incompatible artifact.
+            if let Ok(component) = unsafe { Component::deserialize_file(&self.engine, &file) } {
+                return Ok(component);
+            }
+        }
+        let artifact = self.engine.precompile_component(bytes).map_err(|error| {
+            anyhow::anyhow!("module '{name}' is not a valid WebAssembly component: {error:#} (build it with `cargo build --target wasm32-wasip2`)")
+        })?;
+        if let Err(error) = crate::fsutil::write_atomic(&file, &artifact) {
+            crate::log::warn(&format!("cannot cache the compiled module in {}: {error:#}", file.display()));
+        }
+        // SAFETY: the bytes were produced by `precompile_component` of this very engine.
+        unsafe { Component::deserialize(&self.engine, &artifact) }.map_err(anyhow::Error::from)
+    }
+}
+
+/// Refuses a component built for another major version of the contract.
+fn check_contract_version(engine: &Engine, component: &Component, name: &str) -> Result<()> {
+    let prefix = format!("{CONTRACT_PACKAGE}/");
+    let exports: Vec<String> = component.component_type().exports(engine).map(|(export, _)| export.to_string()).collect();
+    let Some(found) = exports.iter().find_map(|export| export.strip_prefix(&prefix)) else {
+        let names: Vec<&str> = exports.iter().map(String::as_str).collect();
+        bail!(
+            "module '{name}' is not an eddy processor: it exports [{}], not {CONTRACT_PACKAGE}/handler@{CONTRACT_VERSION}; \
+             build it with the eddy-guest SDK (or bind wit/processor.wit)",
+            names.join(", ")
+        );
+    };
+    let version = found.split_once('@').map_or("unversioned", |(_, version)| version);
+    if !compatible(version, CONTRACT_VERSION) {
+        bail!(
+            "module '{name}' was built for {CONTRACT_PACKAGE}@{version}, but this eddy implements {CONTRACT_PACKAGE}@{CONTRACT_VERSION}; \
+             rebuild the module against the {CONTRACT_VERSION} contract (eddy-guest {CONTRACT_VERSION}) or run an eddy that implements {version}"
+        );
+    }
+    Ok(())
+}
+
+/// Semver compatibility: same major, or for 0.x the same minor.
+fn compatible(module: &str, host: &str) -> bool {
+    let parse = |v: &str| -> Option<(u64, u64)> {
+        let mut parts = v.split(['.', '-', '+']);
+        Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+    };
+    match (parse(module), parse(host)) {
+        (Some((0, module_minor)), Some((0, host_minor))) => module_minor == host_minor,
+        (Some((module_major, _)), Some((host_major, _))) => module_major == host_major,
+        _ => false,
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] until the engine is dropped.
+fn start_epoch_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("eddy-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        })
+        .map(drop)
+        .unwrap_or_else(|error| crate::log::warn(&format!("cannot start the epoch ticker: {error}")));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::compatible;
+
+    #[test]
+    fn versions_follow_semver() {
+        assert!(compatible("0.1.0", "0.1.0"));
+        assert!(compatible("0.1.7", "0.1.0"));
+        assert!(!compatible("0.2.0", "0.1.0"));
+        assert!(!compatible("1.0.0", "0.1.0"));
+        assert!(compatible("1.4.0", "1.0.0"));
+        assert!(!compatible("unversioned", "0.1.0"));
+    }
+}

@@ -1,0 +1,333 @@
+//! A processor driven by command rows, so that host tests can exercise every state and
+//! timer operation, and misbehaviour, through the real component boundary.
+//!
+//! Input schema `op STRING, name STRING, k STRING, v STRING` (all nullable); output
+//! schema `op STRING, result STRING`: one row per command, `result` being compact
+//! JSON text. Rows run in order; the grouping key scopes state and timers.
+//!
+//! Config (JSON):
+//! `{"time_mode": "none" | "processing-time" | "event-time", "state": [{"name": "v1",
+//! "kind": "value" | "list" | "map", "ttl_ms": 1000}]}` — `time_mode` defaults to
+//! `none`, `state` to `[]`, `ttl_ms` to no TTL. State values are strings.
+//!
+//! | op                | uses      | result                                          |
+//! |-------------------|-----------|-------------------------------------------------|
+//! | `value.get`       | name      | `"x"` or `null`                                 |
+//! | `value.set`       | name, v   | `null`                                          |
+//! | `value.exists`    | name      | `true` / `false`                                |
+//! | `value.clear`     | name      | `null`                                          |
+//! | `list.get`        | name      | `["a","b"]`                                     |
+//! | `list.append`     | name, v   | `null`; v is a JSON array of strings, or any other text as one string |
+//! | `list.put`        | name, v   | `null`; v as for `list.append`                  |
+//! | `list.exists`     | name      | `true` / `false`                                |
+//! | `list.clear`      | name      | `null`                                          |
+//! | `map.get`         | name, k   | `"v"` or `null`                                 |
+//! | `map.put`         | name, k, v| `null`                                          |
+//! | `map.contains`    | name, k   | `true` / `false`                                |
+//! | `map.remove`      | name, k   | `null`                                          |
+//! | `map.keys`        | name      | `["k1","k2"]` in the host's order               |
+//! | `map.values`      | name      | `["v1","v2"]` in the host's order               |
+//! | `map.entries`     | name      | `{"k1":"v1","k2":"v2"}` in the host's order     |
+//! | `map.exists`      | name      | `true` / `false`                                |
+//! | `map.clear`       | name      | `null`                                          |
+//! | `timer.register`  | v         | `null`; v = expiry in microseconds              |
+//! | `timer.delete`    | v         | `null`                                          |
+//! | `timer.list`      | —         | `[1000,2000]`                                   |
+//! | `log`             | name, v   | `null`; logs v at level name (trace … error, default info) |
+//! | `fail`            | v         | the call returns `Err(v)` (default `scripted failure`) |
+//! | `trap`            | —         | panics with `scripted trap` (the instance traps) |
+//! | `loop`            | —         | never returns (for the host's call deadline)    |
+//! | `grow`            | —         | allocates 1 MiB blocks until memory runs out    |
+//! | `open-undeclared` | name      | opens value state `name` (default `undeclared`) without declaring it: the host traps |
+//!
+//! A timer that fires outputs `op = "timer.fired"`, `result` = its expiry (a JSON
+//! number). Initial-state rows are commands in the same schema; their output is
+//! dropped. Bad commands (unknown op, missing field, undeclared name) fail the call.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use eddy_guest::log::{Level, log};
+use eddy_guest::{
+    Error, ExpiredTimer, InitContext, Key, ListState, MapState, Output, Result, Row, Rows, Schema,
+    StatefulProcessor, TimeMode, TimerValues, Timers, Ttl, ValueState, bail, export_processor, row,
+};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    #[serde(default = "no_time_mode")]
+    time_mode: String,
+    #[serde(default)]
+    state: Vec<Declaration>,
+}
+
+fn no_time_mode() -> String {
+    "none".to_string()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Declaration {
+    name: String,
+    kind: String,
+    ttl_ms: Option<u64>,
+}
+
+struct Scripted {
+    values: HashMap<String, ValueState<String>>,
+    lists: HashMap<String, ListState<String>>,
+    maps: HashMap<String, MapState<String, String>>,
+    timers: Timers,
+}
+
+/// A row's fields.
+struct Command<'a> {
+    op: &'a str,
+    name: Option<&'a str>,
+    k: Option<&'a str>,
+    v: Option<&'a str>,
+}
+
+impl<'a> Command<'a> {
+    fn parse(row: &Row<'a>) -> Result<Self> {
+        let op = row.str_opt("op")?.ok_or_else(|| Error::msg("op is null"))?;
+        Ok(Command {
+            op,
+            name: row.str_opt("name")?,
+            k: row.str_opt("k")?,
+            v: row.str_opt("v")?,
+        })
+    }
+
+    fn need(&self, field: &str, value: Option<&'a str>) -> Result<&'a str> {
+        value.ok_or_else(|| Error::msg(format!("`{}` needs `{field}`", self.op)))
+    }
+
+    fn name(&self) -> Result<&'a str> {
+        self.need("name", self.name)
+    }
+
+    fn k(&self) -> Result<String> {
+        Ok(self.need("k", self.k)?.to_string())
+    }
+
+    fn v(&self) -> Result<&'a str> {
+        self.need("v", self.v)
+    }
+
+    fn micros(&self) -> Result<i64> {
+        let v = self.v()?;
+        v.parse()
+            .map_err(|_| Error::msg(format!("`{}` needs v = microseconds, got `{v}`", self.op)))
+    }
+
+    /// v as a list: a JSON array of strings, or one string.
+    fn list(&self) -> Result<Vec<String>> {
+        let v = self.v()?;
+        if v.trim_start().starts_with('[') {
+            serde_json::from_str(v)
+                .map_err(|e| Error::msg(format!("v is not a JSON array of strings: {e}")))
+        } else {
+            Ok(vec![v.to_string()])
+        }
+    }
+}
+
+fn json(value: impl serde::Serialize) -> Result<String> {
+    Ok(serde_json::to_string(&value)?)
+}
+
+fn find<'s, T>(vars: &'s HashMap<String, T>, kind: &str, name: &str) -> Result<&'s T> {
+    vars.get(name).ok_or_else(|| {
+        Error::msg(format!(
+            "no {kind} state `{name}` is declared in the config's `state` list"
+        ))
+    })
+}
+
+impl Scripted {
+    fn run(&self, cmd: &Command<'_>) -> Result<String> {
+        let null = || Ok("null".to_string());
+        match cmd.op {
+            "value.get" => json(find(&self.values, "value", cmd.name()?)?.get()?),
+            "value.set" => find(&self.values, "value", cmd.name()?)?
+                .update(&cmd.v()?.to_string())
+                .and_then(|_| null()),
+            "value.exists" => json(find(&self.values, "value", cmd.name()?)?.exists()?),
+            "value.clear" => find(&self.values, "value", cmd.name()?)?
+                .clear()
+                .and_then(|_| null()),
+            "list.get" => json(find(&self.lists, "list", cmd.name()?)?.get()?),
+            "list.append" => find(&self.lists, "list", cmd.name()?)?
+                .append_list(&cmd.list()?)
+                .and_then(|_| null()),
+            "list.put" => find(&self.lists, "list", cmd.name()?)?
+                .put(&cmd.list()?)
+                .and_then(|_| null()),
+            "list.exists" => json(find(&self.lists, "list", cmd.name()?)?.exists()?),
+            "list.clear" => find(&self.lists, "list", cmd.name()?)?
+                .clear()
+                .and_then(|_| null()),
+            "map.get" => json(find(&self.maps, "map", cmd.name()?)?.get(&cmd.k()?)?),
+            "map.put" => find(&self.maps, "map", cmd.name()?)?
+                .update(&cmd.k()?, &cmd.v()?.to_string())
+                .and_then(|_| null()),
+            "map.contains" => json(find(&self.maps, "map", cmd.name()?)?.contains(&cmd.k()?)?),
+            "map.remove" => find(&self.maps, "map", cmd.name()?)?
+                .remove(&cmd.k()?)
+                .and_then(|_| null()),
+            "map.keys" => json(find(&self.maps, "map", cmd.name()?)?.keys()?),
+            "map.values" => json(find(&self.maps, "map", cmd.name()?)?.values()?),
+            "map.entries" => {
+                // Built by hand: a JSON map type would reorder the host's order.
+                let entries: Result<Vec<String>> = find(&self.maps, "map", cmd.name()?)?
+                    .iter()?
+                    .map(|(k, v)| Ok(format!("{}:{}", json(k)?, json(v)?)))
+                    .collect();
+                Ok(format!("{{{}}}", entries?.join(",")))
+            }
+            "map.exists" => json(find(&self.maps, "map", cmd.name()?)?.exists()?),
+            "map.clear" => find(&self.maps, "map", cmd.name()?)?
+                .clear()
+                .and_then(|_| null()),
+            "timer.register" => self.timers.register(cmd.micros()?).and_then(|_| null()),
+            "timer.delete" => self.timers.delete(cmd.micros()?).and_then(|_| null()),
+            "timer.list" => json(self.timers.list()?),
+            "log" => {
+                let level = match cmd.name.unwrap_or("info") {
+                    "trace" => Level::Trace,
+                    "debug" => Level::Debug,
+                    "info" => Level::Info,
+                    "warn" => Level::Warn,
+                    "error" => Level::Error,
+                    other => {
+                        bail!("unknown log level `{other}`; use trace, debug, info, warn or error")
+                    }
+                };
+                log(level, cmd.v.unwrap_or_default());
+                null()
+            }
+            "fail" => Err(Error::msg(cmd.v.unwrap_or("scripted failure"))),
+            "trap" => panic!("scripted trap"),
+            "loop" => spin(),
+            "grow" => grow(),
+            "open-undeclared" => open_undeclared(cmd.name.unwrap_or("undeclared")),
+            other => bail!("unknown op `{other}`; see the scripted guest's command table"),
+        }
+    }
+
+    fn run_rows(&self, rows: &Rows, mut output: Option<&mut Output>) -> Result<()> {
+        for row in rows.iter() {
+            let cmd = Command::parse(&row)?;
+            let result = self
+                .run(&cmd)
+                .map_err(|e| e.context(format!("row {} ({})", row.index(), cmd.op)))?;
+            if let Some(output) = output.as_deref_mut() {
+                output.append_row(&row![cmd.op, result.as_str()])?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Never returns; the host's deadline must stop it.
+fn spin() -> ! {
+    let mut spins: u64 = 0;
+    loop {
+        spins = std::hint::black_box(spins.wrapping_add(1));
+    }
+}
+
+/// Allocates and touches 1 MiB blocks until an allocation fails (which aborts).
+fn grow() -> ! {
+    let mut hoard: Vec<Vec<u8>> = Vec::new();
+    loop {
+        let mut block = vec![0u8; 1 << 20];
+        for i in (0..block.len()).step_by(4096) {
+            block[i] = 1;
+        }
+        hoard.push(std::hint::black_box(block));
+    }
+}
+
+/// Opens a value state variable through the raw bindings, bypassing declaration.
+fn open_undeclared(name: &str) -> Result<String> {
+    let state = eddy_guest::bindings::eddy::processor::state::ValueState::new(name);
+    json(state.exists())
+}
+
+impl StatefulProcessor for Scripted {
+    fn init(ctx: &mut InitContext) -> Result<Self> {
+        let config: Config = ctx.config()?;
+        ctx.set_time_mode(match config.time_mode.as_str() {
+            "none" => TimeMode::None,
+            "processing-time" => TimeMode::ProcessingTime,
+            "event-time" => TimeMode::EventTime,
+            other => bail!("unknown time_mode `{other}`; use none, processing-time or event-time"),
+        });
+        let schema = Schema::parse("op STRING, name STRING, k STRING, v STRING")?;
+        ctx.set_initial_state_schema(schema);
+        ctx.set_output_schema(Schema::parse("op STRING, result STRING")?);
+        let mut scripted = Scripted {
+            values: HashMap::new(),
+            lists: HashMap::new(),
+            maps: HashMap::new(),
+            timers: ctx.timers(),
+        };
+        for decl in config.state {
+            let ttl = decl
+                .ttl_ms
+                .map_or(Ttl::NONE, |ms| Ttl::after(Duration::from_millis(ms)));
+            match decl.kind.as_str() {
+                "value" => drop(
+                    scripted
+                        .values
+                        .insert(decl.name.clone(), ctx.value_state(&decl.name, ttl)?),
+                ),
+                "list" => drop(
+                    scripted
+                        .lists
+                        .insert(decl.name.clone(), ctx.list_state(&decl.name, ttl)?),
+                ),
+                "map" => drop(
+                    scripted
+                        .maps
+                        .insert(decl.name.clone(), ctx.map_state(&decl.name, ttl)?),
+                ),
+                other => bail!(
+                    "state `{}` has unknown kind `{other}`; use value, list or map",
+                    decl.name
+                ),
+            }
+        }
+        Ok(scripted)
+    }
+
+    fn handle_input_rows(
+        &mut self,
+        _: &Key,
+        rows: &Rows,
+        _: &TimerValues,
+        output: &mut Output,
+    ) -> Result<()> {
+        self.run_rows(rows, Some(output))
+    }
+
+    fn handle_expired_timer(
+        &mut self,
+        _: &Key,
+        _: &TimerValues,
+        timer: &ExpiredTimer,
+        output: &mut Output,
+    ) -> Result<()> {
+        output.append_row(&row!["timer.fired", timer.expiry_time.to_string().as_str()])
+    }
+
+    fn handle_initial_state(&mut self, _: &Key, rows: &Rows, _: &TimerValues) -> Result<()> {
+        self.run_rows(rows, None)
+    }
+}
+
+export_processor!(Scripted);

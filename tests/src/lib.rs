@@ -1,0 +1,154 @@
+//! Helpers for eddy's end-to-end tests: where the built components and the `eddy`
+//! binary are, and a driver for the `scripted` test processor.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use eddy::operator::{BatchTime, OperatorOptions, WasmOperator};
+use eddy::state::StateStore;
+use eddy::wasm::{InstanceLimits, Module, OutputMode, WasmRuntime};
+
+/// The repository's root directory.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+}
+
+/// The path of a built component (`make guests` builds them into build/wasm/).
+pub fn wasm(name: &str) -> PathBuf {
+    let path = repo_root().join("build/wasm").join(format!("{name}.wasm"));
+    assert!(path.is_file(), "{} is missing: run `make guests` first", path.display());
+    path
+}
+
+/// The `eddy` binary built by `cargo build -p eddy` (or `$EDDY_BIN`).
+pub fn eddy_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("EDDY_BIN") {
+        return PathBuf::from(bin);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo_root().join("target"), PathBuf::from);
+    let bin = target.join("debug/eddy");
+    assert!(bin.is_file(), "{} is missing: run `cargo build -p eddy` first", bin.display());
+    bin
+}
+
+/// Loads a component with a fresh runtime (no module cache).
+pub fn load(name: &str) -> eddy::wasm::Module {
+    WasmRuntime::new(None).expect("runtime").load(&wasm(name)).expect("module loads")
+}
+
+/// The input schema of the `scripted` processor: the grouping key and one command per row.
+pub fn scripted_schema() -> SchemaRef {
+    let field = |name: &str| Field::new(name, DataType::Utf8, true);
+    Arc::new(Schema::new(vec![field("key"), field("op"), field("name"), field("k"), field("v")]))
+}
+
+/// One command for the `scripted` processor.
+#[derive(Clone, Copy, Debug)]
+pub struct Cmd<'a> {
+    /// The grouping key.
+    pub key: &'a str,
+    /// The operation, e.g. `value.set`.
+    pub op: &'a str,
+    /// The state variable's name.
+    pub name: Option<&'a str>,
+    /// A map key.
+    pub k: Option<&'a str>,
+    /// A value (or JSON array for `list.put`, micros for timers).
+    pub v: Option<&'a str>,
+}
+
+/// A command with only a key, an op and a variable name.
+pub fn cmd<'a>(key: &'a str, op: &'a str, name: &'a str) -> Cmd<'a> {
+    Cmd { key, op, name: Some(name), k: None, v: None }
+}
+
+impl<'a> Cmd<'a> {
+    /// Sets the map key.
+    pub fn k(mut self, k: &'a str) -> Self {
+        self.k = Some(k);
+        self
+    }
+    /// Sets the value.
+    pub fn v(mut self, v: &'a str) -> Self {
+        self.v = Some(v);
+        self
+    }
+}
+
+/// A `scripted` processor on a real RocksDB store, one committed batch per call.
+pub struct Scripted {
+    /// The store (in `dir`).
+    pub store: StateStore,
+    /// The operator.
+    pub operator: WasmOperator,
+    next_batch: u64,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Scripted {
+    /// A processor declaring what `config` says, on a fresh store.
+    pub fn new(config: serde_json::Value, limits: InstanceLimits) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = StateStore::open(&dir.path().join("state")).expect("store opens");
+        let mut this = Self::open(&load("scripted"), store, config, limits);
+        this._dir = Some(dir);
+        this
+    }
+
+    /// A processor over an existing store (e.g. after a restart).
+    pub fn open(module: &Module, store: StateStore, config: serde_json::Value, limits: InstanceLimits) -> Self {
+        let options = OperatorOptions {
+            operator_id: 0,
+            key_columns: vec!["key".into()],
+            key_groups: 16,
+            output_mode: OutputMode::Update,
+            config_json: config.to_string(),
+            limits,
+        };
+        let operator = WasmOperator::open(module, &scripted_schema(), options).expect("operator opens");
+        let next_batch = store.committed_batch().expect("readable").map_or(0, |id| id + 1);
+        Self { store, operator, next_batch, _dir: None }
+    }
+
+    /// Runs `commands` as one batch at processing time `now_ms`, commits it, and
+    /// returns the (op, result) rows the processor output.
+    pub fn run(&mut self, now_ms: i64, commands: &[Cmd]) -> anyhow::Result<Vec<(String, String)>> {
+        self.run_at(now_ms, None, commands)
+    }
+
+    /// Like [`Scripted::run`] with a watermark.
+    pub fn run_at(&mut self, now_ms: i64, watermark_ms: Option<i64>, commands: &[Cmd]) -> anyhow::Result<Vec<(String, String)>> {
+        let column = |f: fn(&Cmd) -> Option<&str>| Arc::new(StringArray::from(commands.iter().map(f).collect::<Vec<_>>())) as _;
+        let input = RecordBatch::try_new(
+            scripted_schema(),
+            vec![
+                column(|c| Some(c.key)),
+                column(|c| Some(c.op)),
+                column(|c| c.name),
+                column(|c| c.k),
+                column(|c| c.v),
+            ],
+        )
+        .expect("valid input batch");
+        let time = BatchTime {
+            batch_id: self.next_batch,
+            processing_time: now_ms * 1000,
+            watermark: watermark_ms.map(|w| w * 1000),
+        };
+        let output = self.operator.run_batch(self.store.begin(), &input, time)?;
+        self.store.commit(output.txn, self.next_batch)?;
+        self.next_batch += 1;
+        let mut rows = Vec::new();
+        for batch in &output.rows {
+            let ops = batch.column(0).as_any().downcast_ref::<StringArray>().expect("op is a string");
+            let results = batch.column(1).as_any().downcast_ref::<StringArray>().expect("result is a string");
+            for i in 0..batch.num_rows() {
+                let result = if results.is_null(i) { "null".to_string() } else { results.value(i).to_string() };
+                rows.push((ops.value(i).to_string(), result));
+            }
+        }
+        Ok(rows)
+    }
+}

@@ -1,0 +1,116 @@
+//! A misbehaving guest fails its batch with an error naming the module, the function
+//! and the key, and nothing of that batch reaches the state store.
+
+use std::time::Duration;
+
+use eddy::state::StateStore;
+use eddy::wasm::{GuestError, GuestProblem, InstanceLimits, WasmRuntime};
+use eddy_tests::{Scripted, cmd, load, wasm};
+use serde_json::json;
+
+fn value_config() -> serde_json::Value {
+    json!({"time_mode": "none", "state": [{"name": "v", "kind": "value"}]})
+}
+
+fn guest_error(error: &anyhow::Error) -> &GuestError {
+    error.downcast_ref::<GuestError>().unwrap_or_else(|| panic!("not a guest error: {error:#}"))
+}
+
+#[test]
+fn a_trap_names_module_function_and_key_and_commits_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let module = load("scripted");
+    let store = StateStore::open(&dir.path().join("state")).expect("store");
+    let mut p = Scripted::open(&module, store.clone(), value_config(), InstanceLimits::default());
+    p.run(1_000, &[cmd("boom", "value.set", "v").v("kept")]).expect("batch 0");
+    let error = p
+        .run(2_000, &[cmd("boom", "value.set", "v").v("lost"), cmd("boom", "trap", "v")])
+        .expect_err("the guest panics");
+    let guest = guest_error(&error);
+    assert_eq!((guest.module.as_str(), guest.function, guest.key.as_deref()), ("scripted.wasm", "handle-input-rows", Some(r#"["boom"]"#)));
+    let GuestProblem::Trap { message, output } = &guest.problem else { panic!("not a trap: {guest}") };
+    assert_eq!(message, "wasm `unreachable` instruction executed");
+    assert!(output.contains("scripted trap"), "the panic message is shown: {output}");
+    assert!(
+        error.to_string().starts_with(r#"module 'scripted.wasm' trapped in handle-input-rows for key ["boom"]: wasm `unreachable` instruction executed (guest output: "#),
+        "{error}"
+    );
+    // The failed batch left nothing: a new instance on the same store sees batch 0's value.
+    assert_eq!(store.committed_batch().expect("readable"), Some(0));
+    let mut restarted = Scripted::open(&module, store, value_config(), InstanceLimits::default());
+    let rows = restarted.run(3_000, &[cmd("boom", "value.get", "v")]).expect("batch after restart");
+    assert_eq!(rows, vec![("value.get".to_string(), r#""kept""#.to_string())]);
+}
+
+#[test]
+fn an_endless_loop_hits_the_call_deadline() {
+    let limits = InstanceLimits { call_timeout: Duration::from_millis(300), ..InstanceLimits::default() };
+    let mut p = Scripted::new(value_config(), limits);
+    let error = p.run(1_000, &[cmd("spin", "loop", "v")]).expect_err("the guest never returns");
+    assert_eq!(guest_error(&error).problem, GuestProblem::Timeout(Duration::from_millis(300)));
+    assert_eq!(
+        error.to_string(),
+        r#"module 'scripted.wasm' ran past its 300 ms deadline in handle-input-rows for key ["spin"]; fix the endless loop, or raise operator.call-timeout-ms if the work is legitimate"#
+    );
+}
+
+#[test]
+fn growing_memory_past_the_cap_is_stopped() {
+    let limits = InstanceLimits { memory_cap_bytes: 32 << 20, ..InstanceLimits::default() };
+    let mut p = Scripted::new(value_config(), limits);
+    let error = p.run(1_000, &[cmd("hog", "grow", "v")]).expect_err("the guest wants more memory");
+    let GuestProblem::MemoryCap { cap_bytes, requested_bytes } = guest_error(&error).problem else {
+        panic!("not a memory-cap error: {error}");
+    };
+    assert_eq!(cap_bytes, 32 << 20);
+    assert!(requested_bytes > cap_bytes, "asked for {requested_bytes}");
+    let asked = requested_bytes.div_ceil(1 << 20);
+    assert_eq!(
+        error.to_string(),
+        format!("module 'scripted.wasm' exceeded its memory cap of 32 MiB in handle-input-rows for key [\"hog\"] (it asked for {asked} MiB); keep less in guest memory, or raise operator.memory-limit-mb")
+    );
+}
+
+#[test]
+fn an_error_returned_by_the_guest_fails_the_batch() {
+    let mut p = Scripted::new(value_config(), InstanceLimits::default());
+    let error = p.run(1_000, &[cmd("k", "fail", "v").v("input is inconsistent")]).expect_err("the guest fails");
+    assert_eq!(
+        error.to_string(),
+        r#"module 'scripted.wasm' failed in handle-input-rows for key ["k"]: input is inconsistent"#
+    );
+}
+
+#[test]
+fn opening_an_undeclared_variable_is_refused() {
+    let mut p = Scripted::new(value_config(), InstanceLimits::default());
+    let error = p.run(1_000, &[cmd("k", "open-undeclared", "nope")]).expect_err("not declared");
+    assert_eq!(
+        error.to_string(),
+        r#"module 'scripted.wasm' trapped in handle-input-rows for key ["k"]: state variable 'nope' was not declared in init (declared: v); declare it in the processor spec"#
+    );
+}
+
+#[test]
+fn a_module_for_another_contract_version_is_refused() {
+    let runtime = WasmRuntime::new(None).expect("runtime");
+    let error = runtime.load(&wasm("future_contract")).err().expect("refused");
+    assert_eq!(
+        error.to_string(),
+        "module 'future_contract.wasm' was built for eddy:processor@1.0.0, but this eddy implements eddy:processor@0.1.0; \
+         rebuild the module against the 0.1.0 contract (eddy-guest 0.1.0) or run an eddy that implements 1.0.0"
+    );
+}
+
+#[test]
+fn compiled_modules_are_cached_on_disk() {
+    let cache = tempfile::tempdir().expect("temp dir");
+    let runtime = WasmRuntime::new(Some(cache.path().to_path_buf())).expect("runtime");
+    let first = runtime.load(&wasm("noop")).expect("compiles");
+    let artifacts: Vec<_> = std::fs::read_dir(cache.path()).expect("cache dir").collect();
+    assert_eq!(artifacts.len(), 1, "one artifact per module");
+    let name = artifacts[0].as_ref().expect("entry").file_name().to_string_lossy().into_owned();
+    assert!(name.starts_with(&first.sha256) && name.ends_with(".cwasm"), "{name}");
+    let again = WasmRuntime::new(Some(cache.path().to_path_buf())).expect("runtime").load(&wasm("noop")).expect("from cache");
+    assert_eq!(again.sha256, first.sha256);
+}

@@ -1,0 +1,168 @@
+//! `eddy run` end to end: the running-count example against a reference computation,
+//! state kept across runs, and clear errors for bad specs and bad records.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::{Command, Output};
+
+use eddy_tests::{eddy_bin, repo_root};
+
+fn eddy(args: &[&str]) -> Output {
+    Command::new(eddy_bin()).args(args).env("EDDY_LOG", "warn").output().expect("eddy runs")
+}
+
+fn stdout(output: &Output) -> String {
+    assert!(output.status.success(), "eddy failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout.clone()).expect("utf-8 output")
+}
+
+fn stderr(output: &Output) -> String {
+    assert!(!output.status.success(), "eddy should have failed");
+    String::from_utf8(output.stderr.clone()).expect("utf-8 output")
+}
+
+/// The console sink's tables: batch id → set of rows (cells as text).
+fn console_batches(text: &str) -> BTreeMap<u64, BTreeSet<Vec<String>>> {
+    let mut batches = BTreeMap::new();
+    let mut current = None;
+    let mut header_seen = false;
+    for line in text.lines() {
+        if let Some(id) = line.strip_prefix("Batch: ") {
+            current = Some(id.trim().parse::<u64>().expect("batch id"));
+            batches.insert(current.expect("set"), BTreeSet::new());
+            header_seen = false;
+        } else if line.starts_with('|') {
+            let cells: Vec<String> = line.trim_matches('|').split('|').map(|cell| cell.trim().to_string()).collect();
+            if header_seen {
+                batches.get_mut(&current.expect("a table follows a batch header")).expect("batch").insert(cells);
+            } else {
+                header_seen = true;
+            }
+        }
+    }
+    batches
+}
+
+/// The running-count result computed directly from the input files: per file (batch),
+/// the cumulative (count, sum) of every user that appears in it.
+fn reference(input_dir: &Path) -> BTreeMap<u64, BTreeSet<Vec<String>>> {
+    let mut files: Vec<_> = std::fs::read_dir(input_dir).expect("input dir").map(|e| e.expect("entry").path()).collect();
+    files.sort();
+    let mut totals: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    let mut batches = BTreeMap::new();
+    for (batch, file) in files.iter().enumerate() {
+        let mut seen = BTreeSet::new();
+        for line in std::fs::read_to_string(file).expect("input").lines() {
+            let record: serde_json::Value = serde_json::from_str(line).expect("json");
+            let user = record["user"].as_str().expect("user").to_string();
+            let entry = totals.entry(user.clone()).or_default();
+            entry.0 += 1;
+            entry.1 += record["amount"].as_i64().expect("amount");
+            seen.insert(user);
+        }
+        let rows = seen.iter().map(|user| vec![user.clone(), totals[user].0.to_string(), totals[user].1.to_string()]).collect();
+        batches.insert(batch as u64, rows);
+    }
+    batches
+}
+
+#[test]
+fn running_count_matches_a_reference_computation() {
+    let example = repo_root().join("examples/running-count");
+    let output = eddy(&["run", example.join("pipeline.toml").to_str().expect("path")]);
+    let printed = console_batches(&stdout(&output));
+    assert_eq!(printed, reference(&example.join("input")));
+    assert_eq!(printed.len(), 3, "one batch per input file");
+}
+
+#[test]
+fn state_carries_over_to_files_that_arrive_later() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let input = dir.path().join("input");
+    std::fs::create_dir(&input).expect("input dir");
+    let wasm = repo_root().join("build/wasm/running_count.wasm");
+    let spec = format!(
+        "[source]\nformat = \"json\"\npath = \"input\"\nschema = \"user STRING, amount BIGINT\"\n\n\
+         [operator]\nmodule = {:?}\nkey = [\"user\"]\noutput-mode = \"update\"\n\n\
+         [sink]\nformat = \"json\"\npath = \"out\"\n",
+        wasm.to_str().expect("path")
+    );
+    let pipeline = dir.path().join("pipeline.toml");
+    std::fs::write(&pipeline, spec).expect("spec");
+    let checkpoint = dir.path().join("checkpoint");
+    let run = || stdout(&eddy(&["run", pipeline.to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")]));
+
+    std::fs::write(input.join("a.jsonl"), "{\"user\":\"u1\",\"amount\":5}\n{\"user\":\"u2\",\"amount\":1}\n").expect("file");
+    run();
+    // Nothing new: a second run processes nothing and writes no part file.
+    run();
+    std::fs::write(input.join("b.jsonl"), "{\"user\":\"u1\",\"amount\":10}\n").expect("file");
+    run();
+
+    let out = dir.path().join("out");
+    let mut parts: Vec<String> = std::fs::read_dir(&out).expect("out").map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect();
+    parts.sort();
+    assert_eq!(parts, vec!["part-00000.jsonl", "part-00001.jsonl"]);
+    let second = std::fs::read_to_string(out.join("part-00001.jsonl")).expect("part");
+    assert_eq!(second, "{\"user\":\"u1\",\"count\":2,\"sum\":15}\n");
+}
+
+fn write_spec(dir: &Path, spec: &str) -> String {
+    std::fs::create_dir_all(dir.join("input")).expect("input dir");
+    let path = dir.join("pipeline.toml");
+    std::fs::write(&path, spec).expect("spec");
+    path.to_str().expect("path").to_string()
+}
+
+fn valid_spec(module: &str) -> String {
+    format!(
+        "[source]\nformat = \"json\"\npath = \"input\"\nschema = \"user STRING, amount BIGINT\"\n\n\
+         [operator]\nmodule = {module:?}\nkey = [\"user\"]\n"
+    )
+}
+
+#[test]
+fn bad_specs_name_the_file_line_and_what_is_expected() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let wasm = repo_root().join("build/wasm/running_count.wasm");
+    let wasm = wasm.to_str().expect("path");
+
+    let spec = write_spec(dir.path(), &valid_spec(wasm).replace("key = [\"user\"]", "key = [\"user\"]\nparallelism = 4"));
+    assert_eq!(
+        stderr(&eddy(&["run", &spec])),
+        format!("error: {spec}:8: unknown field `parallelism`, expected one of `module`, `key`, `output-mode`, `key-groups`, `memory-limit-mb`, `call-timeout-ms`, `config`\n")
+    );
+
+    let spec = write_spec(dir.path(), &valid_spec("missing.wasm"));
+    let missing = dir.path().join("missing.wasm");
+    assert_eq!(
+        stderr(&eddy(&["run", &spec])),
+        format!("error: {spec}:6: operator.module: {} does not exist; build the processor first (for the examples: `make guests`)\n", missing.display())
+    );
+
+    let spec = write_spec(dir.path(), &valid_spec(wasm).replace("key = [\"user\"]", "key = [\"customer\"]"));
+    assert_eq!(
+        stderr(&eddy(&["run", &spec])),
+        format!("error: {spec}:7: operator.key: key column 'customer' is not in source.schema (columns: user, amount)\n")
+    );
+
+    let spec = write_spec(dir.path(), &valid_spec(wasm).replace("amount BIGINT", "amount MONEY"));
+    assert_eq!(
+        stderr(&eddy(&["run", &spec])),
+        format!("error: {spec}:4: source.schema: column 2 ('amount MONEY'): unknown type MONEY; use one of STRING, BIGINT, DOUBLE, BOOLEAN, BINARY, TIMESTAMP\n")
+    );
+}
+
+#[test]
+fn a_bad_record_names_its_file_and_line_and_commits_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let wasm = repo_root().join("build/wasm/running_count.wasm");
+    let spec = write_spec(dir.path(), &valid_spec(wasm.to_str().expect("path")));
+    let bad = dir.path().join("input/a.jsonl");
+    std::fs::write(&bad, "{\"user\":\"u1\",\"amount\":5}\n{\"user\":\"u2\",\"amount\":\"five\"}\n").expect("file");
+    let checkpoint = dir.path().join("checkpoint");
+    let message = stderr(&eddy(&["run", &spec, "--checkpoint", checkpoint.to_str().expect("path")]));
+    assert!(message.starts_with(&format!("error: {}:2: bad record: ", bad.display())), "{message}");
+    let store = eddy::state::StateStore::open(&checkpoint.join("state")).expect("store");
+    assert_eq!(store.committed_batch().expect("readable"), None);
+}

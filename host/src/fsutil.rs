@@ -2,6 +2,7 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Context, Result};
 
@@ -12,7 +13,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create directory {}", dir.display()))?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let unique = NEXT.fetch_add(1, Ordering::Relaxed);
+    let temp = dir.join(format!(".{name}.{}-{unique}.tmp", std::process::id()));
     let mut file = std::fs::File::create(&temp).with_context(|| format!("cannot create {}", temp.display()))?;
     file.write_all(bytes).with_context(|| format!("cannot write {}", temp.display()))?;
     file.sync_all().with_context(|| format!("cannot sync {}", temp.display()))?;

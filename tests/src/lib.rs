@@ -33,9 +33,9 @@ pub fn eddy_bin() -> PathBuf {
     bin
 }
 
-/// Loads a component with a fresh runtime (no module cache).
+/// Loads a component with a fresh runtime, compiled artifacts cached as `eddy` does.
 pub fn load(name: &str) -> eddy::wasm::Module {
-    WasmRuntime::new(None).expect("runtime").load(&wasm(name)).expect("module loads")
+    WasmRuntime::new(WasmRuntime::default_cache_dir()).expect("runtime").load(&wasm(name)).expect("module loads")
 }
 
 /// The input schema of the `scripted` processor: the grouping key and one command per row.
@@ -120,7 +120,9 @@ impl Scripted {
 
     /// Like [`Scripted::run`] with a watermark.
     pub fn run_at(&mut self, now_ms: i64, watermark_ms: Option<i64>, commands: &[Cmd]) -> anyhow::Result<Vec<(String, String)>> {
-        let column = |f: fn(&Cmd) -> Option<&str>| Arc::new(StringArray::from(commands.iter().map(f).collect::<Vec<_>>())) as _;
+        let column = |f: for<'c> fn(&'c Cmd<'c>) -> Option<&'c str>| -> arrow::array::ArrayRef {
+            Arc::new(StringArray::from(commands.iter().map(f).collect::<Vec<_>>()))
+        };
         let input = RecordBatch::try_new(
             scripted_schema(),
             vec![

@@ -29,10 +29,10 @@ fn a_trap_names_module_function_and_key_and_commits_nothing() {
     let guest = guest_error(&error);
     assert_eq!((guest.module.as_str(), guest.function, guest.key.as_deref()), ("scripted.wasm", "handle-input-rows", Some(r#"["boom"]"#)));
     let GuestProblem::Trap { message, output } = &guest.problem else { panic!("not a trap: {guest}") };
-    assert_eq!(message, "wasm `unreachable` instruction executed");
+    assert_eq!(message, "wasm trap: wasm `unreachable` instruction executed");
     assert!(output.contains("scripted trap"), "the panic message is shown: {output}");
     assert!(
-        error.to_string().starts_with(r#"module 'scripted.wasm' trapped in handle-input-rows for key ["boom"]: wasm `unreachable` instruction executed (guest output: "#),
+        error.to_string().starts_with(r#"module 'scripted.wasm' trapped in handle-input-rows for key ["boom"]: wasm trap: wasm `unreachable` instruction executed (guest output: "#),
         "{error}"
     );
     // The failed batch left nothing: a new instance on the same store sees batch 0's value.
@@ -77,7 +77,7 @@ fn an_error_returned_by_the_guest_fails_the_batch() {
     let error = p.run(1_000, &[cmd("k", "fail", "v").v("input is inconsistent")]).expect_err("the guest fails");
     assert_eq!(
         error.to_string(),
-        r#"module 'scripted.wasm' failed in handle-input-rows for key ["k"]: input is inconsistent"#
+        r#"module 'scripted.wasm' failed in handle-input-rows for key ["k"]: row 0 (fail): input is inconsistent"#
     );
 }
 

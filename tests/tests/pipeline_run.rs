@@ -130,20 +130,20 @@ fn bad_specs_name_the_file_line_and_what_is_expected() {
     let spec = write_spec(dir.path(), &valid_spec(wasm).replace("key = [\"user\"]", "key = [\"user\"]\nparallelism = 4"));
     assert_eq!(
         stderr(&eddy(&["run", &spec])),
-        format!("error: {spec}:8: unknown field `parallelism`, expected one of `module`, `key`, `output-mode`, `key-groups`, `memory-limit-mb`, `call-timeout-ms`, `config`\n")
+        format!("error: {spec}:9: unknown field `parallelism`, expected one of `module`, `key`, `output-mode`, `key-groups`, `memory-limit-mb`, `call-timeout-ms`, `config`\n")
     );
 
     let spec = write_spec(dir.path(), &valid_spec("missing.wasm"));
     let missing = dir.path().join("missing.wasm");
     assert_eq!(
         stderr(&eddy(&["run", &spec])),
-        format!("error: {spec}:6: operator.module: {} does not exist; build the processor first (for the examples: `make guests`)\n", missing.display())
+        format!("error: {spec}:7: operator.module: {} does not exist; build the processor first (for the examples: `make guests`)\n", missing.display())
     );
 
     let spec = write_spec(dir.path(), &valid_spec(wasm).replace("key = [\"user\"]", "key = [\"customer\"]"));
     assert_eq!(
         stderr(&eddy(&["run", &spec])),
-        format!("error: {spec}:7: operator.key: key column 'customer' is not in source.schema (columns: user, amount)\n")
+        format!("error: {spec}:8: operator.key: key column 'customer' is not in source.schema (columns: user, amount)\n")
     );
 
     let spec = write_spec(dir.path(), &valid_spec(wasm).replace("amount BIGINT", "amount MONEY"));

@@ -175,12 +175,15 @@ fn event_time_timers_fire_when_the_watermark_passes_them() {
     );
 }
 
+/// The SDK refuses timers without a time mode before the host has to (the host refuses
+/// too, for guests written without the SDK).
 #[test]
 fn timers_need_a_time_mode() {
     let mut p = Scripted::new(config("none", &[]), InstanceLimits::default());
     let error = p.run(1_000, &[cmd("a", "timer.register", "").v("5")]).expect_err("no time mode");
     assert_eq!(
         error.to_string(),
-        r#"module 'scripted.wasm' trapped in handle-input-rows for key ["a"]: register-timer needs time mode processing-time or event-time, but the processor declared time mode none"#
+        "module 'scripted.wasm' failed in handle-input-rows for key [\"a\"]: row 0 (timer.register): timers need a time mode: \
+         call `ctx.set_time_mode(TimeMode::ProcessingTime)` (or `EventTime`) in init"
     );
 }

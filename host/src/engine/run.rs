@@ -70,16 +70,23 @@ pub fn run_pipeline(pipeline: &Pipeline, options: &RunOptions) -> Result<RunSumm
     let mut sink = sink::open(&pipeline.sink)?;
     let mut summary = RunSummary::default();
     let mut next_batch = store.committed_batch()?.map_or(0, |id| id + 1);
+    let mut initial_state = match (&spec.initial_state, next_batch) {
+        (Some(initial), 0) => Some(read_json_lines(&initial.path, &initial.schema)?),
+        _ => None,
+    };
     for file in list_input_files(&pipeline.source.path)? {
         let marker = consumed_marker(&file);
         if store.read(Cf::Meta, &marker)?.is_some() {
             continue;
         }
-        let bytes = std::fs::read(&file).with_context(|| format!("cannot read input file {}", file.display()))?;
-        let input = decode_json_lines(&bytes, schema, &file)?;
+        let input = read_json_lines(&file, schema)?;
         let time = BatchTime { batch_id: next_batch, processing_time: now_micros(), watermark: None };
+        let txn = match initial_state.take() {
+            Some(rows) => operator.apply_initial_state(store.begin(), &rows, time).context("applying the initial state failed")?,
+            None => store.begin(),
+        };
         let output = operator
-            .run_batch(store.begin(), &input, time)
+            .run_batch(txn, &input, time)
             .with_context(|| format!("batch {next_batch} (input {}) failed; nothing of it was committed", file.display()))?;
         sink.write_batch(next_batch, operator.output_schema(), &output.rows)?;
         let mut txn = output.txn;
@@ -92,6 +99,16 @@ pub fn run_pipeline(pipeline: &Pipeline, options: &RunOptions) -> Result<RunSumm
     }
     operator.close()?;
     Ok(summary)
+}
+
+/// Every record of a JSON-lines file or directory, in one batch.
+fn read_json_lines(path: &Path, schema: &arrow::datatypes::SchemaRef) -> Result<arrow::array::RecordBatch> {
+    let mut batches = Vec::new();
+    for file in list_input_files(path)? {
+        let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+        batches.push(decode_json_lines(&bytes, schema, &file)?);
+    }
+    Ok(arrow::compute::concat_batches(schema, &batches)?)
 }
 
 fn consumed_marker(file: &Path) -> Vec<u8> {

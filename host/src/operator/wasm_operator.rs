@@ -130,31 +130,44 @@ impl WasmOperator {
         TimerValues { processing_time: time.processing_time, watermark: time.watermark }
     }
 
-    fn run_keys(&mut self, input: &RecordBatch, time: BatchTime) -> Result<(Vec<RecordBatch>, usize)> {
-        let key_columns: Vec<ArrayRef> = self.key_indices.iter().map(|&i| input.column(i).clone()).collect();
-        let mut groups: HashMap<Vec<u8>, Vec<u32>> = HashMap::new();
-        let mut encoded = Vec::new();
-        for row in 0..input.num_rows() {
-            encoded.clear();
-            key::encode_row(&key_columns, row, &mut encoded);
-            match groups.get_mut(encoded.as_slice()) {
-                Some(rows) => rows.push(row as u32),
-                None => {
-                    groups.insert(encoded.clone(), vec![row as u32]);
-                }
+    /// Hands each key's initial-state rows (of `schema`, which holds the key columns)
+    /// to `handle-initial-state`; the changes land in `txn`, to be committed with the
+    /// query's first batch.
+    pub fn apply_initial_state(&mut self, txn: StateTxn, rows: &RecordBatch, time: BatchTime) -> Result<StateTxn> {
+        let schema = rows.schema();
+        let key_indices = self
+            .options
+            .key_columns
+            .iter()
+            .map(|column| schema.index_of(column).map_err(|_| anyhow!("the initial state lacks key column '{column}'")))
+            .collect::<Result<Vec<_>>>()?;
+        self.instance.start_batch(txn, time.processing_time, time.batch_id);
+        let result = (|| {
+            for (key_group, encoded, indices) in group_by_key(rows, &key_indices, self.options.key_groups) {
+                let (key_values, _) = self.enter_key(key_group, encoded, time)?;
+                self.instance.handle_initial_state(&key_values, &gather(rows, &indices), Self::timer_values(time))?;
             }
-        }
-        let key_groups = self.options.key_groups;
-        let mut ordered: Vec<(u16, Vec<u8>, Vec<u32>)> =
-            groups.into_iter().map(|(k, rows)| (key::key_group(&k, key_groups), k, rows)).collect();
-        ordered.sort_unstable_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+            Ok(())
+        })();
+        let txn = self.instance.finish_batch().context("the batch's state transaction went missing")?;
+        result.map(|()| txn)
+    }
+
+    /// Makes `encoded` the current key; returns its values and its label.
+    fn enter_key(&mut self, key_group: u16, encoded: Vec<u8>, time: BatchTime) -> Result<(Vec<crate::wasm::Scalar>, String)> {
+        let key_values = key::decode(&encoded).context("a grouping key in the state store is corrupt")?;
+        let label = key::label(&key_values);
+        let scope = KeyScope::new(self.options.operator_id, key_group, encoded, time.processing_time);
+        self.instance.set_key(scope, label.clone());
+        Ok((key_values, label))
+    }
+
+    fn run_keys(&mut self, input: &RecordBatch, time: BatchTime) -> Result<(Vec<RecordBatch>, usize)> {
+        let groups = group_by_key(input, &self.key_indices, self.options.key_groups);
         let mut outputs = Vec::new();
-        let keys = ordered.len();
-        for (key_group, encoded, rows) in ordered {
-            let key_values = key::decode(&encoded).context("a grouping key failed to round-trip")?;
-            let label = key::label(&key_values);
-            let scope = KeyScope::new(self.options.operator_id, key_group, encoded, time.processing_time);
-            self.instance.set_key(scope, label.clone());
+        let keys = groups.len();
+        for (key_group, encoded, rows) in groups {
+            let (key_values, label) = self.enter_key(key_group, encoded, time)?;
             let batch = gather(input, &rows);
             let returned = self.instance.handle_input_rows(&key_values, &batch, Self::timer_values(time))?;
             self.collect(returned, "handle-input-rows", &label, &mut outputs)?;
@@ -176,13 +189,11 @@ impl WasmOperator {
         let due = Timers::due(txn, operator, deadline)?;
         let mut outputs = Vec::new();
         for timer in &due {
-            let key_values = key::decode(&timer.key).context("a timer's key in the state store is corrupt")?;
-            let label = key::label(&key_values);
             let scope = KeyScope::new(operator, timer.key_group, timer.key.clone(), time.processing_time);
             if let Some(txn) = self.instance.txn_mut() {
                 scope.timer_delete(txn, timer.expiry);
             }
-            self.instance.set_key(scope, label.clone());
+            let (key_values, label) = self.enter_key(timer.key_group, timer.key.clone(), time)?;
             let expired = ExpiredTimer { expiry_time: timer.expiry };
             let returned = self.instance.handle_expired_timer(&key_values, Self::timer_values(time), expired)?;
             self.collect(returned, "handle-expired-timer", &label, &mut outputs)?;
@@ -200,6 +211,28 @@ impl WasmOperator {
         outputs.extend(converted);
         Ok(())
     }
+}
+
+/// The rows of `input` grouped by the key in `key_indices`: (key group, encoded key,
+/// row indices), ordered by key group then key.
+fn group_by_key(input: &RecordBatch, key_indices: &[usize], key_groups: u16) -> Vec<(u16, Vec<u8>, Vec<u32>)> {
+    let key_columns: Vec<ArrayRef> = key_indices.iter().map(|&i| input.column(i).clone()).collect();
+    let mut groups: HashMap<Vec<u8>, Vec<u32>> = HashMap::new();
+    let mut encoded = Vec::new();
+    for row in 0..input.num_rows() {
+        encoded.clear();
+        key::encode_row(&key_columns, row, &mut encoded);
+        match groups.get_mut(encoded.as_slice()) {
+            Some(rows) => rows.push(row as u32),
+            None => {
+                groups.insert(encoded.clone(), vec![row as u32]);
+            }
+        }
+    }
+    let mut ordered: Vec<(u16, Vec<u8>, Vec<u32>)> =
+        groups.into_iter().map(|(k, rows)| (key::key_group(&k, key_groups), k, rows)).collect();
+    ordered.sort_unstable_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    ordered
 }
 
 fn contract_fields(schema: &Schema, only: Option<&[usize]>) -> Result<Vec<Field>> {

@@ -5,4 +5,4 @@ mod schema;
 mod spec;
 
 pub use schema::{TYPE_NAMES, parse_schema};
-pub use spec::{Pipeline, SinkSpec, SourceSpec, OperatorSpec, SinkFormat};
+pub use spec::{InitialStateSpec, OperatorSpec, Pipeline, SinkFormat, SinkSpec, SourceSpec};

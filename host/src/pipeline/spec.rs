@@ -40,6 +40,14 @@ struct RawOperator {
     memory_limit_mb: Option<Spanned<u64>>,
     call_timeout_ms: Option<Spanned<u64>>,
     config: Option<toml::Table>,
+    initial_state: Option<RawInitialState>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawInitialState {
+    path: Spanned<String>,
+    schema: Spanned<String>,
 }
 
 #[derive(Deserialize)]
@@ -90,6 +98,17 @@ pub struct OperatorSpec {
     pub limits: InstanceLimits,
     /// The `config` table as JSON text.
     pub config_json: String,
+    /// State to start a new query from, handed to `handle-initial-state`.
+    pub initial_state: Option<InitialStateSpec>,
+}
+
+/// JSON-lines rows that seed a new query's state, one group per key.
+#[derive(Clone, Debug)]
+pub struct InitialStateSpec {
+    /// A JSON-lines file, or a directory of them.
+    pub path: PathBuf,
+    /// Their schema; it must hold the key columns.
+    pub schema: SchemaRef,
 }
 
 /// Where results go.
@@ -233,6 +252,29 @@ impl Pipeline {
             limits.call_timeout = Duration::from_millis(*ms.get_ref());
         }
         let config_json = serde_json::to_string(&op.config.clone().unwrap_or_default())?;
+        let initial_state = match &op.initial_state {
+            None => None,
+            Some(initial) => {
+                let schema = parse_schema(initial.schema.get_ref())
+                    .map_err(|problem| at.error(Some(initial.schema.span()), "operator.initial-state.schema", problem))?;
+                if let Some(column) = op.key.get_ref().iter().find(|column| schema.index_of(column).is_err()) {
+                    return Err(at.error(
+                        Some(initial.schema.span()),
+                        "operator.initial-state.schema",
+                        format!("the initial state needs key column '{column}'"),
+                    ));
+                }
+                let path = resolve(initial.path.get_ref());
+                if !path.exists() {
+                    return Err(at.error(
+                        Some(initial.path.span()),
+                        "operator.initial-state.path",
+                        format!("{} does not exist; expected a JSON-lines file or a directory of them", path.display()),
+                    ));
+                }
+                Some(InitialStateSpec { path, schema })
+            }
+        };
 
         let sink = match &raw.sink {
             None => SinkSpec { format: SinkFormat::Console, path: None },
@@ -271,6 +313,7 @@ impl Pipeline {
                 key_groups,
                 limits,
                 config_json,
+                initial_state,
             },
             sink,
         })

@@ -205,9 +205,10 @@ impl InitContext {
         self.store.set_time_mode(mode);
     }
 
-    /// Declares the schema of the initial-state rows, so that
-    /// `handle_initial_state` can read them by name and the SDK checks their types.
-    /// Without it the columns are named `_0`, `_1`, … with the types the host sends.
+    /// Sets the schema of the initial-state rows, so that `handle_initial_state` can
+    /// read them by name and the SDK checks their types. In a component the host
+    /// already sets it from the pipeline's `operator.initial-state.schema` (a call here
+    /// replaces it); in the test harness, call it to feed initial state.
     pub fn set_initial_state_schema(&mut self, schema: Schema) {
         self.spec.initial_state_schema = Some(Rc::new(schema));
     }

@@ -259,3 +259,70 @@ impl<'v> RowWriter<'_, 'v> {
             .map_err(|e| e.context(context))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::row;
+
+    fn output() -> Output {
+        Output::new(Rc::new(
+            Schema::parse("user STRING NOT NULL, n BIGINT, t TIMESTAMP").unwrap(),
+        ))
+    }
+
+    #[test]
+    fn rows_by_name_fill_unset_nullable_columns_with_null() -> Result<()> {
+        let mut out = output();
+        out.row().set("n", 3).set("user", "a").append()?;
+        out.append_row(&row!["b", None::<i64>, 7])?;
+        let rows = out.finish();
+        assert!(rows.column("t")?.is_null(0) && rows.column("n")?.is_null(1));
+        assert_eq!(
+            rows.row(1).map(|r| r.timestamp("t")).transpose()?,
+            Some(7),
+            "i64 fits TIMESTAMP"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn bad_rows_are_refused_whole() {
+        let mut out = output();
+        let unset = out.row().set("n", 1).append().unwrap_err();
+        assert!(
+            unset
+                .message()
+                .contains("column `user STRING NOT NULL` was not set"),
+            "{unset}"
+        );
+        let unknown = out
+            .row()
+            .set("user", "a")
+            .set("nope", 1)
+            .append()
+            .unwrap_err();
+        assert!(unknown.message().contains("no column `nope`"), "{unknown}");
+        let null = out.append_row(&row![None::<&str>, 1, 2]).unwrap_err();
+        assert!(
+            null.message().contains("cannot hold the NULL value"),
+            "{null}"
+        );
+        let width = out.append_row(&row!["a"]).unwrap_err();
+        assert!(width.message().contains("row has 1 values"), "{width}");
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn schemas_parse_and_refuse_mistakes() {
+        assert!(Schema::parse("").is_ok_and(|s| s.is_empty()));
+        let unknown = Schema::parse("a INTEGER").unwrap_err();
+        assert!(
+            unknown.message().contains("unknown type `INTEGER`"),
+            "{unknown}"
+        );
+        let twice = Schema::parse("a BIGINT, a STRING").unwrap_err();
+        assert!(twice.message().contains("two fields named `a`"), "{twice}");
+        assert!(Schema::parse("a BIGINT NULL").is_err());
+    }
+}

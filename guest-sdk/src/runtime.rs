@@ -7,6 +7,7 @@
 use std::any::Any;
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::Once;
 
 use crate::bindings::eddy::processor::types as wit;
 use crate::context::InitContext;
@@ -15,6 +16,8 @@ use crate::convert::{
     schema_from_wit, spec_to_wit, timer_values_from_wit,
 };
 use crate::error::{Error, Result};
+use crate::log::{Level, log};
+use crate::schema::Schema;
 use crate::processor::{Driver, StatefulProcessor};
 use crate::store::{Backend, Store};
 
@@ -42,20 +45,44 @@ fn with_driver<P: StatefulProcessor, R>(
     })
 }
 
+/// Makes a panic also reach the operator's log (tagged with the module and key by
+/// the host) before the instance traps; the message still goes to stderr as well.
+fn install_panic_hook() {
+    static INSTALLED: Once = Once::new();
+    INSTALLED.call_once(|| {
+        let default_hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let message = info.payload_as_str().unwrap_or("(no message)");
+            let place = info
+                .location()
+                .map(|l| format!(" at {l}"))
+                .unwrap_or_default();
+            log(
+                Level::Error,
+                &format!("the processor panicked{place}: {message}"),
+            );
+            default_hook(info);
+        }));
+    });
+}
+
 /// `init`: creates the processor and returns what it declared.
 pub fn init<P: StatefulProcessor>(context: wit::InitContext) -> Result<wit::ProcessorSpec, String> {
+    install_panic_hook();
     let setup = || -> Result<Driver<P>> {
         let input_schema = schema_from_wit(context.input_schema, "input schema")?;
         let key_schema = schema_from_wit(context.key_schema, "key schema")?;
         let store = Rc::new(Store::new(Backend::Host));
         let output_mode = output_mode_from_wit(context.output_mode);
-        Driver::init(InitContext::new(
-            input_schema,
-            key_schema,
-            output_mode,
-            context.config,
-            store,
-        ))
+        let initial_state_schema = context
+            .initial_state_schema
+            .map(|fields| schema_from_wit(fields, "initial-state schema"))
+            .transpose()?;
+        let mut ctx = InitContext::new(input_schema, key_schema, output_mode, context.config, store);
+        if let Some(schema) = initial_state_schema {
+            ctx.set_initial_state_schema(Schema::clone(&schema));
+        }
+        Driver::init(ctx)
     };
     let driver = setup().map_err(Error::into_message)?;
     let spec = spec_to_wit(driver.spec());
@@ -181,14 +208,14 @@ macro_rules! export_processor {
                         initial_state,
                         timer_values,
                     )
-        }
+                }
 
                 fn close() {
                     $crate::runtime::close::<$processor>()
                 }
             }
 
-            $crate::bindings::export!(__EddyProcessorExports with_types_in $crate::bindings);
+    $crate::bindings::export!(__EddyProcessorExports with_types_in $crate::bindings);
         };
     };
 }

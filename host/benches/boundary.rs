@@ -53,6 +53,7 @@ fn processors(c: &mut Criterion) {
                 output_mode: OutputMode::Update,
                 config_json: "{}".into(),
                 limits: InstanceLimits::default(),
+                initial_state_schema: None,
             };
             let mut operator = WasmOperator::open(&module, &purchases_schema(), options).expect("operator");
             let input = purchases(rows_per_key);

@@ -16,7 +16,7 @@ wasmtime::component::bindgen!({
     world: "boundary-probe",
 });
 
-use self::eddy::boundary_probe::types::{Column, ColumnValues, RowBatch, Scalar, VarLen};
+use self::eddy::boundary_probe::types::{Column, ColumnValues, VarLen};
 
 struct Host {
     wasi: WasiCtx,

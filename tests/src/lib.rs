@@ -106,6 +106,7 @@ impl Scripted {
             output_mode: OutputMode::Update,
             config_json: config.to_string(),
             limits,
+            initial_state_schema: None,
         };
         let operator = WasmOperator::open(module, &scripted_schema(), options).expect("operator opens");
         let next_batch = store.committed_batch().expect("readable").map_or(0, |id| id + 1);

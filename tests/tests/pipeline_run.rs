@@ -130,7 +130,7 @@ fn bad_specs_name_the_file_line_and_what_is_expected() {
     let spec = write_spec(dir.path(), &valid_spec(wasm).replace("key = [\"user\"]", "key = [\"user\"]\nparallelism = 4"));
     assert_eq!(
         stderr(&eddy(&["run", &spec])),
-        format!("error: {spec}:9: unknown field `parallelism`, expected one of `module`, `key`, `output-mode`, `key-groups`, `memory-limit-mb`, `call-timeout-ms`, `config`\n")
+        format!("error: {spec}:9: unknown field `parallelism`, expected one of `module`, `key`, `output-mode`, `key-groups`, `memory-limit-mb`, `call-timeout-ms`, `config`, `initial-state`\n")
     );
 
     let spec = write_spec(dir.path(), &valid_spec("missing.wasm"));

@@ -65,6 +65,7 @@ pub fn run_pipeline(pipeline: &Pipeline, options: &RunOptions) -> Result<RunSumm
             output_mode: spec.output_mode,
             config_json: spec.config_json.clone(),
             limits: spec.limits,
+            initial_state_schema: spec.initial_state.as_ref().map(|initial| initial.schema.clone()),
         },
     )?;
     let mut sink = sink::open(&pipeline.sink)?;

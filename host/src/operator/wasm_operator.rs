@@ -13,7 +13,7 @@ use crate::state::{KeyScope, StateTxn, Timers, VariableDecl};
 use crate::wasm::rows::{arrow_type, contract_type, gather, to_record_batch};
 use crate::wasm::{
     ExpiredTimer, Field, InitContext, InstanceLimits, Module, OutputMode, ProcessorInstance, ProcessorSpec, RowBatch,
-    TimeMode, TimerValues,
+    Scalar, TimeMode, TimerValues,
 };
 
 /// How an operator is set up.
@@ -31,6 +31,8 @@ pub struct OperatorOptions {
     pub config_json: String,
     /// Memory cap and call deadline of the instance.
     pub limits: InstanceLimits,
+    /// The schema of the initial-state rows, when the query starts from one.
+    pub initial_state_schema: Option<SchemaRef>,
 }
 
 /// The clocks of one batch.
@@ -81,12 +83,17 @@ impl WasmOperator {
         }
         let input_fields = contract_fields(input_schema, None)?;
         let key_fields = contract_fields(input_schema, Some(&key_indices))?;
+        let initial_state_schema = match &options.initial_state_schema {
+            Some(schema) => Some(contract_fields(schema, None)?),
+            None => None,
+        };
         let mut instance = module.instantiate(options.limits)?;
         let context = InitContext {
             input_schema: input_fields,
             key_schema: key_fields,
             output_mode: options.output_mode,
             config: options.config_json.clone(),
+            initial_state_schema,
         };
         let spec = instance.init(&context)?;
         let output_schema = validate_spec(&spec).map_err(|problem| anyhow!("module '{}' declared {problem}", module.name))?;
@@ -144,7 +151,7 @@ impl WasmOperator {
         self.instance.start_batch(txn, time.processing_time, time.batch_id);
         let result = (|| {
             for (key_group, encoded, indices) in group_by_key(rows, &key_indices, self.options.key_groups) {
-                let (key_values, _) = self.enter_key(key_group, encoded, time)?;
+                let (key_values, _) = self.enter_key(self.scope(key_group, encoded, time))?;
                 self.instance.handle_initial_state(&key_values, &gather(rows, &indices), Self::timer_values(time))?;
             }
             Ok(())
@@ -153,11 +160,14 @@ impl WasmOperator {
         result.map(|()| txn)
     }
 
-    /// Makes `encoded` the current key; returns its values and its label.
-    fn enter_key(&mut self, key_group: u16, encoded: Vec<u8>, time: BatchTime) -> Result<(Vec<crate::wasm::Scalar>, String)> {
-        let key_values = key::decode(&encoded).context("a grouping key in the state store is corrupt")?;
+    fn scope(&self, key_group: u16, encoded: Vec<u8>, time: BatchTime) -> KeyScope {
+        KeyScope::new(self.options.operator_id, key_group, encoded, time.processing_time)
+    }
+
+    /// Makes `scope` the current key; returns the key's values and its label.
+    fn enter_key(&mut self, scope: KeyScope) -> Result<(Vec<Scalar>, String)> {
+        let key_values = key::decode(scope.key()).context("a grouping key in the state store is corrupt")?;
         let label = key::label(&key_values);
-        let scope = KeyScope::new(self.options.operator_id, key_group, encoded, time.processing_time);
         self.instance.set_key(scope, label.clone());
         Ok((key_values, label))
     }
@@ -167,7 +177,7 @@ impl WasmOperator {
         let mut outputs = Vec::new();
         let keys = groups.len();
         for (key_group, encoded, rows) in groups {
-            let (key_values, label) = self.enter_key(key_group, encoded, time)?;
+            let (key_values, label) = self.enter_key(self.scope(key_group, encoded, time))?;
             let batch = gather(input, &rows);
             let returned = self.instance.handle_input_rows(&key_values, &batch, Self::timer_values(time))?;
             self.collect(returned, "handle-input-rows", &label, &mut outputs)?;
@@ -188,17 +198,22 @@ impl WasmOperator {
         let txn = self.instance.txn_mut().context("no state transaction during the batch")?;
         let due = Timers::due(txn, operator, deadline)?;
         let mut outputs = Vec::new();
-        for timer in &due {
-            let scope = KeyScope::new(operator, timer.key_group, timer.key.clone(), time.processing_time);
-            if let Some(txn) = self.instance.txn_mut() {
-                scope.timer_delete(txn, timer.expiry);
+        let mut fired = 0;
+        for timer in due {
+            let scope = self.scope(timer.key_group, timer.key, time);
+            let txn = self.instance.txn_mut().context("no state transaction during the batch")?;
+            // An earlier handler of this pass may have deleted it.
+            if !scope.timer_exists(txn, timer.expiry)? {
+                continue;
             }
-            let (key_values, label) = self.enter_key(timer.key_group, timer.key.clone(), time)?;
+            scope.timer_delete(txn, timer.expiry);
+            let (key_values, label) = self.enter_key(scope)?;
             let expired = ExpiredTimer { expiry_time: timer.expiry };
             let returned = self.instance.handle_expired_timer(&key_values, Self::timer_values(time), expired)?;
             self.collect(returned, "handle-expired-timer", &label, &mut outputs)?;
+            fired += 1;
         }
-        Ok((outputs, due.len()))
+        Ok((outputs, fired))
     }
 
     fn collect(&self, returned: RowBatch, function: &str, label: &str, outputs: &mut Vec<RecordBatch>) -> Result<()> {

@@ -191,6 +191,11 @@ impl KeyScope {
         txn.delete(Cf::TimerIndex, layout::timer_index_key(self.operator, expiry, self.key_group, &self.key));
     }
 
+    /// Whether this key has a timer at `expiry`.
+    pub fn timer_exists(&self, txn: &StateTxn, expiry: i64) -> Result<bool> {
+        Ok(txn.get(Cf::Timers, &layout::timer_key(&self.prefix, expiry))?.is_some())
+    }
+
     /// This key's timers, earliest first.
     pub fn timer_list(&self, txn: &StateTxn) -> Result<Vec<i64>> {
         txn.scan_prefix(Cf::Timers, &self.prefix)?

@@ -39,6 +39,10 @@
 //! | `loop`            | —         | never returns (for the host's call deadline)    |
 //! | `grow`            | —         | allocates 1 MiB blocks until memory runs out    |
 //! | `open-undeclared` | name      | opens value state `name` (default `undeclared`) without declaring it: the host traps |
+//! | `sandbox.clock`   | —         | the WASI wall clock, microseconds since the epoch |
+//! | `sandbox.random`  | —         | a JSON number: a `u64` from WASI random          |
+//! | `sandbox.env`     | —         | `[env var count, arg count]`                    |
+//! | `sandbox.fs`      | v         | whether reading file v (default `/etc/passwd`) succeeded: `true` / `false` |
 //!
 //! A timer that fires outputs `op = "timer.fired"`, `result` = its expiry (a JSON
 //! number). Initial-state rows are commands in the same schema; their output is
@@ -214,6 +218,18 @@ impl Scripted {
             "loop" => spin(),
             "grow" => grow(),
             "open-undeclared" => open_undeclared(cmd.name.unwrap_or("undeclared")),
+            "sandbox.clock" => {
+                let wall = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_err(|e| Error::msg(e.to_string()))?;
+                json(wall.as_micros() as i64)
+            }
+            "sandbox.random" => {
+                let value = getrandom::u64().map_err(|e| Error::msg(e.to_string()))?;
+                json(value)
+            }
+            "sandbox.env" => json([std::env::vars_os().count(), std::env::args_os().count()]),
+            "sandbox.fs" => json(std::fs::read(cmd.v.unwrap_or("/etc/passwd")).is_ok()),
             other => bail!("unknown op `{other}`; see the scripted guest's command table"),
         }
     }

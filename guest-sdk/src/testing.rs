@@ -65,6 +65,7 @@ pub struct HarnessBuilder<P> {
     config: String,
     processing_time: i64,
     watermark: Option<i64>,
+    initial_state_schema: Option<String>,
     _processor: PhantomData<fn() -> P>,
 }
 
@@ -93,6 +94,13 @@ impl<P: StatefulProcessor> HarnessBuilder<P> {
         self
     }
 
+    /// The schema of the initial-state rows, as the pipeline's
+    /// `operator.initial-state.schema` would give it (none by default).
+    pub fn initial_state_schema(mut self, ddl: impl Into<String>) -> Self {
+        self.initial_state_schema = Some(ddl.into());
+        self
+    }
+
     /// Runs the processor's `init` and returns the harness.
     pub fn build(self) -> Result<Harness<P>> {
         let input_schema =
@@ -102,13 +110,18 @@ impl<P: StatefulProcessor> HarnessBuilder<P> {
         let memory = Rc::new(RefCell::new(MemoryStore::default()));
         memory.borrow_mut().now = self.processing_time;
         let store = Rc::new(Store::new(Backend::Memory(memory.clone())));
-        let ctx = InitContext::new(
+        let mut ctx = InitContext::new(
             input_schema,
             key_schema.clone(),
             self.output_mode,
             self.config,
             store,
         );
+        if let Some(ddl) = &self.initial_state_schema {
+            ctx.set_initial_state_schema(
+                Schema::parse(ddl).map_err(|e| e.context("initial-state schema"))?,
+            );
+        }
         capture_start();
         let driver = Driver::<P>::init(ctx);
         let logs = capture_take();
@@ -152,6 +165,7 @@ impl<P: StatefulProcessor> Harness<P> {
             config: "{}".to_string(),
             processing_time: 0,
             watermark: None,
+            initial_state_schema: None,
             _processor: PhantomData,
         }
     }
@@ -240,8 +254,8 @@ impl<P: StatefulProcessor> Harness<P> {
     ) -> Result<()> {
         let Some(schema) = self.driver.spec().initial_state_schema.clone() else {
             return Err(Error::msg(
-                "the processor declares no initial-state schema; call \
-                 `ctx.set_initial_state_schema(..)` in init to feed initial state in tests",
+                "no initial-state schema: give one with \
+                 `Harness::builder(..).initial_state_schema(..)` to feed initial state",
             ));
         };
         let rows = build(schema, rows).map_err(|e| e.context("initial state"))?;

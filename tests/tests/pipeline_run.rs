@@ -166,3 +166,36 @@ fn a_bad_record_names_its_file_and_line_and_commits_nothing() {
     let store = eddy::state::StateStore::open(&checkpoint.join("state")).expect("store");
     assert_eq!(store.committed_batch().expect("readable"), None);
 }
+
+#[test]
+fn the_examples_print_their_expected_output() {
+    for example in ["running-count", "alert-suppression"] {
+        let dir = repo_root().join("examples").join(example);
+        let printed = stdout(&eddy(&["run", dir.join("pipeline.toml").to_str().expect("path")]));
+        let expected = std::fs::read_to_string(dir.join("expected-output.txt")).expect("expected output");
+        assert_eq!(printed, expected, "{example}");
+    }
+}
+
+#[test]
+fn a_new_query_starts_from_its_initial_state_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let wasm = repo_root().join("build/wasm/running_count.wasm");
+    let spec = valid_spec(wasm.to_str().expect("path"))
+        + "\n[operator.initial-state]\npath = \"seed.jsonl\"\nschema = \"user STRING, count BIGINT, sum BIGINT\"\n\n[sink]\nformat = \"json\"\npath = \"out\"\n";
+    let spec = write_spec(dir.path(), &spec);
+    std::fs::write(dir.path().join("seed.jsonl"), "{\"user\":\"u1\",\"count\":10,\"sum\":100}\n").expect("seed");
+    let checkpoint = dir.path().join("checkpoint");
+    let run = || stdout(&eddy(&["run", &spec, "--checkpoint", checkpoint.to_str().expect("path")]));
+    std::fs::write(dir.path().join("input/a.jsonl"), "{\"user\":\"u1\",\"amount\":5}\n{\"user\":\"u2\",\"amount\":7}\n").expect("file");
+    run();
+    std::fs::write(dir.path().join("input/b.jsonl"), "{\"user\":\"u1\",\"amount\":1}\n").expect("file");
+    run();
+    let part = |n: &str| std::fs::read_to_string(dir.path().join("out").join(n)).expect("part");
+    let mut first: Vec<&str> = Vec::new();
+    let text = part("part-00000.jsonl");
+    first.extend(text.lines());
+    first.sort_unstable();
+    assert_eq!(first, vec![r#"{"user":"u1","count":11,"sum":105}"#, r#"{"user":"u2","count":1,"sum":7}"#]);
+    assert_eq!(part("part-00001.jsonl"), "{\"user\":\"u1\",\"count\":12,\"sum\":106}\n", "the seed is applied only once");
+}

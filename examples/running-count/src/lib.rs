@@ -3,7 +3,8 @@
 //! Input `user STRING, amount BIGINT`, keyed by `user`. Per key a value state
 //! `totals` holds `{count, sum}`; every batch emits the key's new totals as one row
 //! `user STRING, count BIGINT, sum BIGINT` (meant for the `update` output mode).
-//! Rows with a null amount count but add nothing to the sum.
+//! Rows with a null amount count but add nothing to the sum. A query may start from
+//! initial state `user STRING, count BIGINT, sum BIGINT` (`[operator.initial-state]`).
 
 use eddy_guest::{
     InitContext, Key, Output, Result, Rows, Schema, StatefulProcessor, TimerValues, Ttl,
@@ -52,6 +53,15 @@ impl StatefulProcessor for RunningCount {
         self.totals.update(&totals)?;
         output.append_row(&row![key.str(0)?, totals.count, totals.sum])
     }
+
+    /// Seeds a user's totals from initial-state rows `user, count, sum` (several rows
+    /// add up), e.g. to continue from totals computed elsewhere.
+    fn handle_initial_state(&mut self, _key: &Key, rows: &Rows, _timer_values: &TimerValues) -> Result<()> {
+        let mut totals = self.totals.get()?.unwrap_or_default();
+        totals.count += rows.i64s("count")?.iter().sum::<i64>();
+        totals.sum += rows.i64s("sum")?.iter().sum::<i64>();
+        self.totals.update(&totals)
+    }
 }
 
 export_processor!(RunningCount);
@@ -68,6 +78,21 @@ mod tests {
             .output_mode(OutputMode::Update)
             .build()
             .expect("the processor initializes")
+    }
+
+    #[test]
+    fn continues_from_initial_state() -> Result<()> {
+        let mut h = Harness::<RunningCount>::builder("user STRING, amount BIGINT", "user STRING")
+            .output_mode(OutputMode::Update)
+            .initial_state_schema("user STRING, count BIGINT, sum BIGINT")
+            .build()?;
+        h.initial_state(&row!["bob"], &[row!["bob", 10, 100], row!["bob", 1, 1]])?;
+        let out = h.feed(&row!["bob"], &[row!["bob", 5]])?;
+        assert_eq!(
+            out.to_values(),
+            vec![vec![Value::from("bob"), Value::from(12), Value::from(106)]]
+        );
+        Ok(())
     }
 
     #[test]

@@ -279,9 +279,6 @@ fn validate_spec(spec: &ProcessorSpec) -> Result<SchemaRef> {
             bail!("state variable '{}' with a TTL of 0; use no TTL, or a positive duration", decl.name);
         }
     }
-    if spec.output_schema.is_empty() {
-        bail!("an empty output schema; declare at least one output column");
-    }
     let mut columns = std::collections::HashSet::new();
     let mut fields = Vec::new();
     for field in &spec.output_schema {

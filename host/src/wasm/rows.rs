@@ -20,7 +20,7 @@ pub fn arrow_type(data_type: DataType) -> ArrowType {
         DataType::Float64 => ArrowType::Float64,
         DataType::Utf8 => ArrowType::Utf8,
         DataType::Binary => ArrowType::Binary,
-        DataType::Timestamp => ArrowType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+        DataType::Timestamp => ArrowType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())),
     }
 }
 

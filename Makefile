@@ -5,8 +5,8 @@ CARGO_TARGET_DIR ?= $(CURDIR)/target
 export CARGO_TARGET_DIR
 
 # Guest crates built to WebAssembly components, and the files they produce.
-GUEST_CRATES := running-count alert-suppression scripted noop boundary-probe future-contract
-GUEST_WASM   := running_count alert_suppression scripted noop boundary_probe future_contract
+GUEST_CRATES := running-count alert-suppression freezer-stats scripted noop boundary-probe future-contract
+GUEST_WASM   := running_count alert_suppression freezer_stats scripted noop boundary_probe future_contract
 WASM_DIR     := build/wasm
 
 .PHONY: deps guests build demo test bench clean

@@ -57,6 +57,7 @@ pub(crate) struct Spec {
     pub(crate) state: Vec<StateDecl>,
     pub(crate) output_schema: Rc<Schema>,
     pub(crate) time_mode: TimeMode,
+    pub(crate) accepts_late_rows: bool,
     pub(crate) initial_state_schema: Option<Rc<Schema>>,
 }
 
@@ -68,6 +69,7 @@ pub struct InitContext {
     key_schema: Rc<Schema>,
     output_mode: OutputMode,
     config: String,
+    event_time_column: Option<String>,
     pub(crate) store: Rc<Store>,
     spec: Spec,
 }
@@ -84,6 +86,7 @@ impl InitContext {
             state: Vec::new(),
             output_schema: Rc::new(Schema::default()),
             time_mode: TimeMode::None,
+            accepts_late_rows: false,
             initial_state_schema: None,
         };
         InitContext {
@@ -91,6 +94,7 @@ impl InitContext {
             key_schema,
             output_mode,
             config,
+            event_time_column: None,
             store,
             spec,
         }
@@ -123,6 +127,22 @@ impl InitContext {
     /// the spec has none).
     pub fn config_json(&self) -> &str {
         &self.config
+    }
+
+    /// The input's event-time column, when the query has a watermark.
+    pub fn event_time_column(&self) -> Option<&str> {
+        self.event_time_column.as_deref()
+    }
+
+    pub(crate) fn set_event_time_column(&mut self, column: Option<String>) {
+        self.event_time_column = column;
+    }
+
+    /// Asks the host to hand over late rows (event time older than the watermark)
+    /// instead of dropping them, so the processor can apply its own rule — e.g. a
+    /// window only drops a row once the watermark has passed the window's end.
+    pub fn set_accepts_late_rows(&mut self, accepts: bool) {
+        self.spec.accepts_late_rows = accepts;
     }
 
     /// The config deserialized into `T`; use `#[serde(default)]` for optional fields.

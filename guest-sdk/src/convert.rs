@@ -88,6 +88,7 @@ pub(crate) fn spec_to_wit(spec: &Spec) -> wit::ProcessorSpec {
             TimeMode::ProcessingTime => wit::TimeMode::ProcessingTime,
             TimeMode::EventTime => wit::TimeMode::EventTime,
         },
+        accepts_late_rows: spec.accepts_late_rows,
     }
 }
 
@@ -325,6 +326,7 @@ mod tests {
             }],
             output_schema: Rc::new(Schema::parse("x BIGINT NOT NULL").unwrap()),
             time_mode: TimeMode::EventTime,
+            accepts_late_rows: true,
             initial_state_schema: None,
         };
         let wire = spec_to_wit(&spec);

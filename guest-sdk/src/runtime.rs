@@ -79,6 +79,7 @@ pub fn init<P: StatefulProcessor>(context: wit::InitContext) -> Result<wit::Proc
             .map(|fields| schema_from_wit(fields, "initial-state schema"))
             .transpose()?;
         let mut ctx = InitContext::new(input_schema, key_schema, output_mode, context.config, store);
+        ctx.set_event_time_column(context.event_time_column);
         if let Some(schema) = initial_state_schema {
             ctx.set_initial_state_schema(Schema::clone(&schema));
         }

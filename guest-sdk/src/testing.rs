@@ -66,6 +66,7 @@ pub struct HarnessBuilder<P> {
     processing_time: i64,
     watermark: Option<i64>,
     initial_state_schema: Option<String>,
+    event_time_column: Option<String>,
     _processor: PhantomData<fn() -> P>,
 }
 
@@ -101,6 +102,14 @@ impl<P: StatefulProcessor> HarnessBuilder<P> {
         self
     }
 
+    /// The input's event-time column, as a pipeline watermark would give it (none by
+    /// default). The harness hands every fed row to the processor: dropping late rows
+    /// for processors that do not accept them is the host's job.
+    pub fn event_time_column(mut self, column: impl Into<String>) -> Self {
+        self.event_time_column = Some(column.into());
+        self
+    }
+
     /// Runs the processor's `init` and returns the harness.
     pub fn build(self) -> Result<Harness<P>> {
         let input_schema =
@@ -117,6 +126,7 @@ impl<P: StatefulProcessor> HarnessBuilder<P> {
             self.config,
             store,
         );
+        ctx.set_event_time_column(self.event_time_column.clone());
         if let Some(ddl) = &self.initial_state_schema {
             ctx.set_initial_state_schema(
                 Schema::parse(ddl).map_err(|e| e.context("initial-state schema"))?,
@@ -166,6 +176,7 @@ impl<P: StatefulProcessor> Harness<P> {
             processing_time: 0,
             watermark: None,
             initial_state_schema: None,
+            event_time_column: None,
             _processor: PhantomData,
         }
     }

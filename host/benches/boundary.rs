@@ -54,6 +54,8 @@ fn processors(c: &mut Criterion) {
                 config_json: "{}".into(),
                 limits: InstanceLimits::default(),
                 initial_state_schema: None,
+                event_time_column: None,
+                key_group_range: 0..128,
             };
             let mut operator = WasmOperator::open(&module, &purchases_schema(), options).expect("operator");
             let input = purchases(rows_per_key);

@@ -11,6 +11,7 @@ pub mod fsutil;
 pub mod log;
 pub mod operator;
 pub mod pipeline;
+pub mod progress;
 pub mod sink;
 pub mod source;
 pub mod state;

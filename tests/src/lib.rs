@@ -107,6 +107,8 @@ impl Scripted {
             config_json: config.to_string(),
             limits,
             initial_state_schema: None,
+            event_time_column: None,
+            key_group_range: 0..16,
         };
         let operator = WasmOperator::open(module, &scripted_schema(), options).expect("operator opens");
         let next_batch = store.committed_batch().expect("readable").map_or(0, |id| id + 1);

@@ -82,9 +82,9 @@ fn state_carries_over_to_files_that_arrive_later() {
     std::fs::create_dir(&input).expect("input dir");
     let wasm = repo_root().join("build/wasm/running_count.wasm");
     let spec = format!(
-        "[source]\nformat = \"json\"\npath = \"input\"\nschema = \"user STRING, amount BIGINT\"\n\n\
+        "[[source]]\nformat = \"json\"\npath = \"input\"\nschema = \"user STRING, amount BIGINT\"\n\n\
          [operator]\nmodule = {:?}\nkey = [\"user\"]\noutput-mode = \"update\"\n\n\
-         [sink]\nformat = \"json\"\npath = \"out\"\n",
+         [sink]\nformat = \"json\"\npath = \"out\"\n\n[trigger]\navailable-now = true\n",
         wasm.to_str().expect("path")
     );
     let pipeline = dir.path().join("pipeline.toml");
@@ -116,8 +116,8 @@ fn write_spec(dir: &Path, spec: &str) -> String {
 
 fn valid_spec(module: &str) -> String {
     format!(
-        "[source]\nformat = \"json\"\npath = \"input\"\nschema = \"user STRING, amount BIGINT\"\n\n\
-         [operator]\nmodule = {module:?}\nkey = [\"user\"]\n"
+        "[[source]]\nformat = \"json\"\npath = \"input\"\nschema = \"user STRING, amount BIGINT\"\n\n\
+         [operator]\nmodule = {module:?}\nkey = [\"user\"]\n\n[trigger]\navailable-now = true\n"
     )
 }
 
@@ -127,10 +127,10 @@ fn bad_specs_name_the_file_line_and_what_is_expected() {
     let wasm = repo_root().join("build/wasm/running_count.wasm");
     let wasm = wasm.to_str().expect("path");
 
-    let spec = write_spec(dir.path(), &valid_spec(wasm).replace("key = [\"user\"]", "key = [\"user\"]\nparallelism = 4"));
+    let spec = write_spec(dir.path(), &valid_spec(wasm).replace("key = [\"user\"]", "key = [\"user\"]\nparallel = 4"));
     assert_eq!(
         stderr(&eddy(&["run", &spec])),
-        format!("error: {spec}:9: unknown field `parallelism`, expected one of `module`, `key`, `output-mode`, `key-groups`, `memory-limit-mb`, `call-timeout-ms`, `config`, `initial-state`\n")
+        format!("error: {spec}:9: unknown field `parallel`, expected one of `module`, `key`, `output-mode`, `time-mode`, `key-groups`, `parallelism`, `memory-limit-mb`, `call-timeout-ms`, `config`, `initial-state`\n")
     );
 
     let spec = write_spec(dir.path(), &valid_spec("missing.wasm"));

@@ -29,6 +29,12 @@ enum Command {
         /// Compiles the module every time instead of using the on-disk cache.
         #[arg(long)]
         no_module_cache: bool,
+        /// Stops after this many batches, whatever the trigger.
+        #[arg(long)]
+        max_batches: Option<u64>,
+        /// Prints each batch's progress record (JSON) on stderr.
+        #[arg(long)]
+        progress: bool,
     },
 }
 
@@ -36,10 +42,16 @@ impl Cli {
     /// Runs the command.
     pub fn execute(self) -> Result<()> {
         match self.command {
-            Command::Run { pipeline, checkpoint, no_module_cache } => {
+            Command::Run { pipeline, checkpoint, no_module_cache, max_batches, progress } => {
                 let pipeline = Pipeline::load(&pipeline)?;
                 let module_cache = if no_module_cache { None } else { WasmRuntime::default_cache_dir() };
-                let summary = run_pipeline(&pipeline, &RunOptions { checkpoint, module_cache })?;
+                let options = RunOptions { checkpoint, module_cache, max_batches };
+                let summary = run_pipeline(&pipeline, &options, |_query, metrics| {
+                    if progress {
+                        eprintln!("{metrics:?}");
+                    }
+                    Ok(())
+                })?;
                 crate::log::info(&format!(
                     "query '{}' done: {} batches, {} input rows, {} output rows",
                     pipeline.name, summary.batches, summary.input_rows, summary.output_rows

@@ -1,25 +1,50 @@
-//! JSON lines into Arrow, against the declared schema. A bad record is reported with
-//! its file, line and reason.
+//! JSON lines into Arrow, against the declared schema (arrow-json). Fields not in the
+//! schema are ignored, a missing nullable field is null, a TIMESTAMP is RFC 3339 text
+//! or an integer of microseconds since the epoch.
 
 use std::path::Path;
 
-use anyhow::{Result, anyhow};
+use anyhow::Result;
 use arrow::array::RecordBatch;
 use arrow::compute::concat_batches;
 use arrow::datatypes::SchemaRef;
+use arrow::error::ArrowError;
 use arrow::json::ReaderBuilder;
+
+use super::records::{Span, separate};
+use super::{BadRecord, Decoded, decode_file, reason, record_text};
+use crate::pipeline::FileFormat;
 
 const ROWS_PER_DECODE: usize = 8192;
 
-/// Decodes every record of `bytes` (JSON lines read from `origin`).
+/// Decodes every record of `bytes` (JSON lines read from `origin`); the first bad
+/// record is an error naming `origin`, its line and the reason.
 pub fn decode_json_lines(bytes: &[u8], schema: &SchemaRef, origin: &Path) -> Result<RecordBatch> {
-    match decode(bytes, schema) {
-        Ok(batch) => Ok(batch),
-        Err(error) => Err(locate(bytes, schema, origin).unwrap_or_else(|| anyhow!("{}: {error}", origin.display()))),
-    }
+    Ok(decode_file(&FileFormat::Json, bytes, schema, origin, false)?.rows)
 }
 
-fn decode(bytes: &[u8], schema: &SchemaRef) -> Result<RecordBatch, arrow::error::ArrowError> {
+/// Decodes `bytes`; on failure, separates the bad lines (only the first with
+/// `first_only`).
+pub(super) fn decode(bytes: &[u8], schema: &SchemaRef, first_only: bool) -> Result<Decoded> {
+    if let Ok(rows) = decode_all(bytes, schema) {
+        return Ok(Decoded { rows, bad_records: Vec::new() });
+    }
+    let spans = line_spans(bytes);
+    let found = separate(bytes, &spans, |range| decode_all(range, schema), first_only);
+    let bad_records = found
+        .bad
+        .iter()
+        .map(|(span, error)| BadRecord {
+            line: span.line,
+            reason: reason(error),
+            record: record_text(&bytes[span.start..span.end]),
+        })
+        .collect();
+    Ok(Decoded { rows: concat_batches(schema, &found.good)?, bad_records })
+}
+
+/// Decodes all of `bytes` in one pass.
+fn decode_all(bytes: &[u8], schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
     let mut decoder = ReaderBuilder::new(schema.clone()).with_batch_size(ROWS_PER_DECODE).build_decoder()?;
     let mut batches = Vec::new();
     let mut rest = bytes;
@@ -39,29 +64,24 @@ fn decode(bytes: &[u8], schema: &SchemaRef) -> Result<RecordBatch, arrow::error:
     concat_batches(schema, &batches)
 }
 
-/// Finds the first line that does not decode on its own and explains it.
-fn locate(bytes: &[u8], schema: &SchemaRef, origin: &Path) -> Option<anyhow::Error> {
-    for (index, line) in bytes.split(|&b| b == b'\n').enumerate() {
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
+/// The non-blank lines of `bytes`, each with its line ending.
+fn line_spans(bytes: &[u8]) -> Vec<Span> {
+    let mut spans = Vec::new();
+    let mut start = 0;
+    for (index, line) in bytes.split_inclusive(|&b| b == b'\n').enumerate() {
+        let end = start + line.len();
+        if !line.iter().all(u8::is_ascii_whitespace) {
+            spans.push(Span { line: index + 1, start, end });
         }
-        let mut with_newline = line.to_vec();
-        with_newline.push(b'\n');
-        if let Err(error) = decode(&with_newline, schema) {
-            let reason = error.to_string().replace("Json error: ", "").replace("Parser error: ", "");
-            return Some(anyhow!(
-                "{}:{}: bad record: {reason}; expected a JSON object matching the schema ({})",
-                origin.display(),
-                index + 1,
-                schema.fields().iter().map(|f| format!("{} {}", f.name(), f.data_type())).collect::<Vec<_>>().join(", ")
-            ));
-        }
+        start = end;
     }
-    None
+    spans
 }
 
 #[cfg(test)]
 mod tests {
+    use arrow::array::{Array, Int64Array, TimestampMicrosecondArray};
+
     use super::*;
     use crate::pipeline::parse_schema;
 
@@ -73,5 +93,31 @@ mod tests {
         let bad = b"{\"user\":\"a\",\"amount\":1}\n\n{\"user\":\"b\",\"amount\":\"lots\"}\n";
         let error = decode_json_lines(bad, &schema, Path::new("in.jsonl")).unwrap_err().to_string();
         assert!(error.starts_with("in.jsonl:3: bad record: "), "{error}");
+        assert!(
+            error.ends_with("; expected a JSON object matching the schema (user STRING, amount BIGINT)"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn separates_bad_lines_from_good_ones() {
+        let schema = parse_schema("user STRING, amount BIGINT NOT NULL").expect("schema");
+        let bytes = b"{\"user\":\"a\",\"amount\":1}\nnot json\r\n{\"user\":\"b\",\"amount\":2}\n\n{\"user\":\"c\"}\n{\"amount\":3}";
+        let decoded = decode(bytes, &schema, false).expect("decodes");
+        let amounts = decoded.rows.column(1).as_any().downcast_ref::<Int64Array>().expect("ints");
+        assert_eq!(amounts.values().to_vec(), [1, 2, 3]);
+        let bad: Vec<(usize, &str)> = decoded.bad_records.iter().map(|b| (b.line, b.record.as_str())).collect();
+        assert_eq!(bad, [(2, "not json"), (5, "{\"user\":\"c\"}")]);
+        assert!(decoded.bad_records.iter().all(|b| !b.reason.is_empty()));
+    }
+
+    #[test]
+    fn reads_timestamps_as_text_or_micros() {
+        let schema = parse_schema("ts TIMESTAMP").expect("schema");
+        let bytes = b"{\"ts\":\"2024-01-01T00:00:01Z\"}\n{\"ts\":\"2024-01-01T01:00:01+01:00\"}\n{\"ts\":5}\n{}\n";
+        let rows = decode_json_lines(bytes, &schema, Path::new("t.jsonl")).expect("decodes");
+        let ts = rows.column(0).as_any().downcast_ref::<TimestampMicrosecondArray>().expect("timestamps");
+        assert_eq!(&ts.values()[..3], [1_704_067_201_000_000, 1_704_067_201_000_000, 5]);
+        assert!(ts.is_null(3));
     }
 }

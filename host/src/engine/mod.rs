@@ -1,6 +1,12 @@
-//! The engine: drives batches from the source through the operator to the sink,
-//! committing state after each.
+//! The engine: plans micro-batches under a trigger, tracks event time, runs the
+//! sharded operator, writes the sink and commits state, and measures every batch.
 
+mod metrics;
+mod query;
 mod run;
+mod watermark;
 
-pub use run::{RunOptions, RunSummary, run_pipeline};
+pub use metrics::{BatchMetrics, EventTimeStats, SourceMetrics};
+pub use query::{Query, operator_id};
+pub use run::{RunOptions, RunSummary, now_micros, open_query, run_pipeline};
+pub use watermark::WatermarkTracker;

@@ -1,20 +1,27 @@
-//! Running a pipeline: one batch per new input file, in name order.
+//! Running a pipeline under its trigger.
 //!
-//! Per batch: decode the file, run the operator (state changes buffered), write the
-//! sink, then commit the state changes together with the record that the file was
-//! consumed, in one atomic RocksDB write. A re-run skips files already committed.
+//! - as fast as possible: a batch whenever there is something to do, polling for new
+//!   input otherwise; runs until stopped;
+//! - processing time: a batch at most every interval (a batch that runs longer is
+//!   reported, and the next starts at once);
+//! - available now: what is there at the start, in as many batches as the source
+//!   limits allow, plus the batches that due timers and the moved watermark need;
+//!   then stop;
+//! - once: one batch, then stop.
 
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
+use arrow::array::RecordBatch;
 
+use super::metrics::BatchMetrics;
+use super::query::{Query, operator_id};
 use crate::decode::decode_json_lines;
-use crate::operator::{BatchTime, OperatorOptions, WasmOperator};
-use crate::pipeline::Pipeline;
-use crate::sink;
+use crate::operator::{OperatorOptions, ShardedOperator};
+use crate::pipeline::{Pipeline, TriggerSpec};
 use crate::source::list_input_files;
-use crate::state::{Cf, StateStore};
+use crate::state::StateStore;
 use crate::wasm::WasmRuntime;
 
 /// How to run a pipeline.
@@ -24,6 +31,8 @@ pub struct RunOptions {
     pub checkpoint: Option<PathBuf>,
     /// Where compiled modules are cached (`None`: no cache).
     pub module_cache: Option<PathBuf>,
+    /// Stop after this many batches (any trigger).
+    pub max_batches: Option<u64>,
 }
 
 /// What a run did.
@@ -35,13 +44,66 @@ pub struct RunSummary {
     pub input_rows: u64,
     /// Rows written to the sink.
     pub output_rows: u64,
+    /// Rows dropped as late.
+    pub rows_dropped_by_watermark: u64,
 }
 
-const CONSUMED_FILE: &str = "source-file:";
-const OPERATOR_ID: u16 = 0;
+/// How long an idle as-fast-as-possible query waits before looking for input again.
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
-/// Runs `pipeline` over every input file not yet committed, then stops.
-pub fn run_pipeline(pipeline: &Pipeline, options: &RunOptions) -> Result<RunSummary> {
+/// The current time in microseconds since the epoch.
+pub fn now_micros() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_micros() as i64)
+}
+
+/// Opens every part of `pipeline` in `checkpoint`.
+pub fn open_query(pipeline: &Pipeline, checkpoint: &Path, module_cache: Option<PathBuf>) -> Result<Query> {
+    let store = StateStore::open(&checkpoint.join("state"))?;
+    let runtime = WasmRuntime::new(module_cache)?;
+    let module = runtime.load(&pipeline.operator.module)?;
+    let spec = &pipeline.operator;
+    let first = &pipeline.sources[0];
+    let event_time_column = first.watermark.as_ref().map(|w| w.column.clone()).filter(|column| {
+        pipeline.sources.iter().all(|s| s.watermark.as_ref().is_some_and(|w| &w.column == column))
+    });
+    let options = OperatorOptions {
+        operator_id: operator_id(),
+        key_columns: spec.key.clone(),
+        key_groups: spec.key_groups,
+        output_mode: spec.output_mode,
+        config_json: spec.config_json.clone(),
+        limits: spec.limits,
+        initial_state_schema: spec.initial_state.as_ref().map(|initial| initial.schema.clone()),
+        event_time_column,
+        key_group_range: 0..spec.key_groups,
+    };
+    let operator = ShardedOperator::open(&module, &first.schema, options, spec.parallelism)?;
+    if let Some(required) = spec.time_mode
+        && required != operator.time_mode()
+    {
+        anyhow::bail!(
+            "{}: operator.time-mode is {required:?} but module '{}' declares {:?}; make them agree",
+            pipeline.file.display(),
+            module.name,
+            operator.time_mode()
+        );
+    }
+    let sources = pipeline
+        .sources
+        .iter()
+        .enumerate()
+        .map(|(index, source)| crate::source::open(source, index))
+        .collect::<Result<Vec<_>>>()?;
+    let sink = crate::sink::open(&pipeline.sink)?;
+    let initial_state = match &spec.initial_state {
+        Some(initial) => Some(read_json_lines(&initial.path, &initial.schema)?),
+        None => None,
+    };
+    Query::new(pipeline.clone(), store, sources, operator, sink, initial_state)
+}
+
+/// Runs `pipeline` under its trigger; `on_batch` sees every committed batch.
+pub fn run_pipeline(pipeline: &Pipeline, options: &RunOptions, mut on_batch: impl FnMut(&Query, &BatchMetrics) -> Result<()>) -> Result<RunSummary> {
     let temporary;
     let checkpoint = match options.checkpoint.as_ref().or(pipeline.checkpoint.as_ref()) {
         Some(dir) => dir.clone(),
@@ -50,73 +112,69 @@ pub fn run_pipeline(pipeline: &Pipeline, options: &RunOptions) -> Result<RunSumm
             temporary.path().to_path_buf()
         }
     };
-    let store = StateStore::open(&checkpoint.join("state"))?;
-    let runtime = WasmRuntime::new(options.module_cache.clone())?;
-    let module = runtime.load(&pipeline.operator.module)?;
-    let spec = &pipeline.operator;
-    let schema = &pipeline.source.schema;
-    let mut operator = WasmOperator::open(
-        &module,
-        schema,
-        OperatorOptions {
-            operator_id: OPERATOR_ID,
-            key_columns: spec.key.clone(),
-            key_groups: spec.key_groups,
-            output_mode: spec.output_mode,
-            config_json: spec.config_json.clone(),
-            limits: spec.limits,
-            initial_state_schema: spec.initial_state.as_ref().map(|initial| initial.schema.clone()),
-        },
-    )?;
-    let mut sink = sink::open(&pipeline.sink)?;
-    let mut summary = RunSummary::default();
-    let mut next_batch = store.committed_batch()?.map_or(0, |id| id + 1);
-    let mut initial_state = match (&spec.initial_state, next_batch) {
-        (Some(initial), 0) => Some(read_json_lines(&initial.path, &initial.schema)?),
-        _ => None,
-    };
-    for file in list_input_files(&pipeline.source.path)? {
-        let marker = consumed_marker(&file);
-        if store.read(Cf::Meta, &marker)?.is_some() {
-            continue;
+    let mut query = open_query(pipeline, &checkpoint, options.module_cache.clone())?;
+    let trigger = pipeline.trigger;
+    if matches!(trigger, TriggerSpec::AvailableNow | TriggerSpec::Once) {
+        let now = now_micros();
+        for source in &mut query.sources {
+            source.bound_to_available_now(&query.store, now)?;
         }
-        let input = read_json_lines(&file, schema)?;
-        let time = BatchTime { batch_id: next_batch, processing_time: now_micros(), watermark: None };
-        let txn = match initial_state.take() {
-            Some(rows) => operator.apply_initial_state(store.begin(), &rows, time).context("applying the initial state failed")?,
-            None => store.begin(),
-        };
-        let output = operator
-            .run_batch(txn, &input, time)
-            .with_context(|| format!("batch {next_batch} (input {}) failed; nothing of it was committed", file.display()))?;
-        sink.write_batch(next_batch, operator.output_schema(), &output.rows)?;
-        let mut txn = output.txn;
-        txn.put(Cf::Meta, marker, next_batch.to_be_bytes().to_vec());
-        store.commit(txn, next_batch)?;
-        summary.batches += 1;
-        summary.input_rows += input.num_rows() as u64;
-        summary.output_rows += output.rows.iter().map(|batch| batch.num_rows() as u64).sum::<u64>();
-        next_batch += 1;
     }
-    operator.close()?;
+    let mut summary = RunSummary::default();
+    let mut next_start = now_micros();
+    loop {
+        if options.max_batches.is_some_and(|max| summary.batches >= max) {
+            break;
+        }
+        if let TriggerSpec::ProcessingTime(interval) = trigger {
+            let wait = next_start - now_micros();
+            if wait > 0 {
+                std::thread::sleep(Duration::from_micros(wait as u64));
+            }
+            next_start += interval.as_micros() as i64;
+        }
+        let ran = query.try_run_batch(now_micros())?;
+        match &ran {
+            Some(metrics) => {
+                summary.batches += 1;
+                summary.input_rows += metrics.input_rows;
+                summary.output_rows += metrics.output_rows;
+                summary.rows_dropped_by_watermark += metrics.rows_dropped_by_watermark;
+                on_batch(&query, metrics)?;
+                if let TriggerSpec::ProcessingTime(interval) = trigger
+                    && Duration::from_millis(metrics.total_ms) > interval
+                {
+                    crate::log::warn(&format!(
+                        "batch {} took {} ms, longer than the trigger interval of {} ms; the next batch starts now",
+                        metrics.batch_id,
+                        metrics.total_ms,
+                        interval.as_millis()
+                    ));
+                    next_start = now_micros();
+                }
+            }
+            None if trigger == TriggerSpec::AsFastAsPossible => std::thread::sleep(POLL_INTERVAL),
+            None => {}
+        }
+        let done = match trigger {
+            TriggerSpec::Once => true,
+            TriggerSpec::AvailableNow => ran.is_none() && query.caught_up()?,
+            TriggerSpec::AsFastAsPossible | TriggerSpec::ProcessingTime(_) => false,
+        };
+        if done {
+            break;
+        }
+    }
+    query.operator.close()?;
     Ok(summary)
 }
 
 /// Every record of a JSON-lines file or directory, in one batch.
-fn read_json_lines(path: &Path, schema: &arrow::datatypes::SchemaRef) -> Result<arrow::array::RecordBatch> {
+fn read_json_lines(path: &Path, schema: &arrow::datatypes::SchemaRef) -> Result<RecordBatch> {
     let mut batches = Vec::new();
     for file in list_input_files(path)? {
         let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
         batches.push(decode_json_lines(&bytes, schema, &file)?);
     }
     Ok(arrow::compute::concat_batches(schema, &batches)?)
-}
-
-fn consumed_marker(file: &Path) -> Vec<u8> {
-    let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    format!("{CONSUMED_FILE}{name}").into_bytes()
-}
-
-fn now_micros() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_micros() as i64)
 }

@@ -1,9 +1,11 @@
 //! Operators: what runs on each key's rows. Today: a user's WebAssembly processor.
 
 pub mod key;
+mod shards;
 mod wasm_operator;
 
-pub use wasm_operator::{BatchTime, OperatorOptions, OperatorOutput, WasmOperator};
+pub use shards::{ShardedOperator, ShardedOutput, key_group_ranges};
+pub use wasm_operator::{BatchTime, KeyRows, OperatorOptions, OperatorOutput, WasmOperator, group_by_key};
 
 use crate::state::{StateKind, VariableDecl};
 use crate::wasm;

@@ -2,6 +2,7 @@
 //! processor once per key, fires due timers, and collects the rows it returns.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -9,7 +10,7 @@ use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{Field as ArrowField, Schema, SchemaRef};
 
 use super::key;
-use crate::state::{KeyScope, StateTxn, Timers, VariableDecl};
+use crate::state::{KeyScope, StateTxn, Timers, VariableDecl, evict_expired};
 use crate::wasm::rows::{arrow_type, contract_type, gather, to_record_batch};
 use crate::wasm::{
     ExpiredTimer, Field, InitContext, InstanceLimits, Module, OutputMode, ProcessorInstance, ProcessorSpec, RowBatch,
@@ -33,6 +34,10 @@ pub struct OperatorOptions {
     pub limits: InstanceLimits,
     /// The schema of the initial-state rows, when the query starts from one.
     pub initial_state_schema: Option<SchemaRef>,
+    /// The input's event-time column, when the query has a watermark.
+    pub event_time_column: Option<String>,
+    /// The key groups this instance owns (timers and TTL eviction act on these only).
+    pub key_group_range: Range<u16>,
 }
 
 /// The clocks of one batch.
@@ -56,7 +61,12 @@ pub struct OperatorOutput {
     pub keys_with_input: usize,
     /// How many timers fired.
     pub timers_fired: usize,
+    /// How many expired state entries were evicted.
+    pub entries_evicted: u64,
 }
+
+/// A batch's rows of one key: its key group, the encoded key and the row indices.
+pub type KeyRows = (u16, Vec<u8>, Vec<u32>);
 
 /// A user's processor running over keyed rows.
 pub struct WasmOperator {
@@ -94,6 +104,7 @@ impl WasmOperator {
             output_mode: options.output_mode,
             config: options.config_json.clone(),
             initial_state_schema,
+            event_time_column: options.event_time_column.clone(),
         };
         let spec = instance.init(&context)?;
         let output_schema = validate_spec(&spec).map_err(|problem| anyhow!("module '{}' declared {problem}", module.name))?;
@@ -115,17 +126,36 @@ impl WasmOperator {
         self.spec.time_mode
     }
 
-    /// Runs one batch: every key's input rows, then every due timer. On error nothing
-    /// of the batch is kept (the transaction is dropped).
+    /// Whether the processor wants late rows handed over rather than dropped.
+    pub fn accepts_late_rows(&self) -> bool {
+        self.spec.accepts_late_rows
+    }
+
+    /// The input columns that form the key.
+    pub fn key_indices(&self) -> &[usize] {
+        &self.key_indices
+    }
+
+    /// Runs one batch: every key's input rows, then every due timer, then TTL
+    /// eviction. On error nothing of the batch is kept (the transaction is dropped).
     pub fn run_batch(&mut self, txn: StateTxn, input: &RecordBatch, time: BatchTime) -> Result<OperatorOutput> {
+        let groups = group_by_key(input, &self.key_indices, self.options.key_groups);
+        self.run_grouped(txn, input, &groups, time)
+    }
+
+    /// Like [`WasmOperator::run_batch`] with the input already grouped by key (only
+    /// keys of this instance's key groups).
+    pub fn run_grouped(&mut self, txn: StateTxn, input: &RecordBatch, groups: &[KeyRows], time: BatchTime) -> Result<OperatorOutput> {
         self.instance.start_batch(txn, time.processing_time, time.batch_id);
-        let result = self.run_keys(input, time).and_then(|(rows, keys)| {
+        let result = self.run_keys(input, groups, time).and_then(|rows| {
             let (timer_rows, timers_fired) = self.fire_timers(time)?;
-            Ok((rows.into_iter().chain(timer_rows).collect(), keys, timers_fired))
+            let txn = self.instance.txn_mut().context("no state transaction during the batch")?;
+            let evicted = evict_expired(txn, self.options.operator_id, &self.options.key_group_range, time.processing_time)?;
+            Ok((rows.into_iter().chain(timer_rows).collect(), timers_fired, evicted))
         });
         let txn = self.instance.finish_batch().context("the batch's state transaction went missing")?;
-        let (rows, keys_with_input, timers_fired) = result?;
-        Ok(OperatorOutput { txn, rows, keys_with_input, timers_fired })
+        let (rows, timers_fired, entries_evicted) = result?;
+        Ok(OperatorOutput { txn, rows, keys_with_input: groups.len(), timers_fired, entries_evicted })
     }
 
     /// Calls `close` on the processor.
@@ -150,7 +180,9 @@ impl WasmOperator {
             .collect::<Result<Vec<_>>>()?;
         self.instance.start_batch(txn, time.processing_time, time.batch_id);
         let result = (|| {
-            for (key_group, encoded, indices) in group_by_key(rows, &key_indices, self.options.key_groups) {
+            let groups = group_by_key(rows, &key_indices, self.options.key_groups);
+            let owned = groups.into_iter().filter(|(key_group, ..)| self.options.key_group_range.contains(key_group));
+            for (key_group, encoded, indices) in owned.collect::<Vec<_>>() {
                 let (key_values, _) = self.enter_key(self.scope(key_group, encoded, time))?;
                 self.instance.handle_initial_state(&key_values, &gather(rows, &indices), Self::timer_values(time))?;
             }
@@ -172,17 +204,15 @@ impl WasmOperator {
         Ok((key_values, label))
     }
 
-    fn run_keys(&mut self, input: &RecordBatch, time: BatchTime) -> Result<(Vec<RecordBatch>, usize)> {
-        let groups = group_by_key(input, &self.key_indices, self.options.key_groups);
+    fn run_keys(&mut self, input: &RecordBatch, groups: &[KeyRows], time: BatchTime) -> Result<Vec<RecordBatch>> {
         let mut outputs = Vec::new();
-        let keys = groups.len();
         for (key_group, encoded, rows) in groups {
-            let (key_values, label) = self.enter_key(self.scope(key_group, encoded, time))?;
-            let batch = gather(input, &rows);
+            let (key_values, label) = self.enter_key(self.scope(*key_group, encoded.clone(), time))?;
+            let batch = gather(input, rows);
             let returned = self.instance.handle_input_rows(&key_values, &batch, Self::timer_values(time))?;
             self.collect(returned, "handle-input-rows", &label, &mut outputs)?;
         }
-        Ok((outputs, keys))
+        Ok(outputs)
     }
 
     fn fire_timers(&mut self, time: BatchTime) -> Result<(Vec<RecordBatch>, usize)> {
@@ -199,7 +229,8 @@ impl WasmOperator {
         let due = Timers::due(txn, operator, deadline)?;
         let mut outputs = Vec::new();
         let mut fired = 0;
-        for timer in due {
+        let owned = self.options.key_group_range.clone();
+        for timer in due.into_iter().filter(|timer| owned.contains(&timer.key_group)) {
             let scope = self.scope(timer.key_group, timer.key, time);
             let txn = self.instance.txn_mut().context("no state transaction during the batch")?;
             // An earlier handler of this pass may have deleted it.
@@ -230,7 +261,7 @@ impl WasmOperator {
 
 /// The rows of `input` grouped by the key in `key_indices`: (key group, encoded key,
 /// row indices), ordered by key group then key.
-fn group_by_key(input: &RecordBatch, key_indices: &[usize], key_groups: u16) -> Vec<(u16, Vec<u8>, Vec<u32>)> {
+pub fn group_by_key(input: &RecordBatch, key_indices: &[usize], key_groups: u16) -> Vec<KeyRows> {
     let key_columns: Vec<ArrayRef> = key_indices.iter().map(|&i| input.column(i).clone()).collect();
     let mut groups: HashMap<Vec<u8>, Vec<u32>> = HashMap::new();
     let mut encoded = Vec::new();
@@ -244,7 +275,7 @@ fn group_by_key(input: &RecordBatch, key_indices: &[usize], key_groups: u16) -> 
             }
         }
     }
-    let mut ordered: Vec<(u16, Vec<u8>, Vec<u32>)> =
+    let mut ordered: Vec<KeyRows> =
         groups.into_iter().map(|(k, rows)| (key::key_group(&k, key_groups), k, rows)).collect();
     ordered.sort_unstable_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
     ordered

@@ -1,8 +1,11 @@
-//! The pipeline spec: a TOML file that names the source, its schema, the operator
-//! and the sink, and its validation.
+//! The pipeline spec: a TOML file that names the sources, their schema and
+//! watermark, the operator, the sink and the trigger, and its validation.
 
+mod duration;
+mod model;
 mod schema;
 mod spec;
 
+pub use duration::parse_duration;
+pub use model::*;
 pub use schema::{TYPE_NAMES, parse_schema};
-pub use spec::{InitialStateSpec, OperatorSpec, Pipeline, SinkFormat, SinkSpec, SourceSpec};

@@ -1,33 +1,53 @@
 //! Reading and validating `pipeline.toml`. Every error names the file, the line,
 //! the key and what is expected.
 
-use std::path::{Path, PathBuf};
+use std::ops::Range;
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Result, anyhow};
-use arrow::datatypes::SchemaRef;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::duration::parse_duration;
+use super::model::*;
 use super::schema::parse_schema;
-use crate::wasm::{InstanceLimits, OutputMode};
+use crate::wasm::{InstanceLimits, OutputMode, TimeMode};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct RawPipeline {
     name: Option<String>,
     checkpoint: Option<Spanned<String>>,
-    source: RawSource,
+    watermark_policy: Option<Spanned<String>>,
+    source: Spanned<Vec<RawSource>>,
     operator: RawOperator,
     sink: Option<RawSink>,
+    trigger: Option<Spanned<RawTrigger>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct RawSource {
+    name: Option<String>,
     format: Spanned<String>,
-    path: Spanned<String>,
-    schema: Spanned<String>,
+    path: Option<Spanned<String>>,
+    schema: Option<Spanned<String>>,
+    max_files_per_trigger: Option<Spanned<u64>>,
+    header: Option<bool>,
+    delimiter: Option<Spanned<String>>,
+    rows_per_second: Option<Spanned<u64>>,
+    start_time: Option<Spanned<String>>,
+    watermark: Option<RawWatermark>,
+    on_bad_record: Option<Spanned<String>>,
+    dead_letter_path: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawWatermark {
+    column: Spanned<String>,
+    delay: Spanned<String>,
 }
 
 #[derive(Deserialize)]
@@ -36,7 +56,9 @@ struct RawOperator {
     module: Spanned<String>,
     key: Spanned<Vec<String>>,
     output_mode: Option<Spanned<String>>,
+    time_mode: Option<Spanned<String>>,
     key_groups: Option<Spanned<u16>>,
+    parallelism: Option<Spanned<u64>>,
     memory_limit_mb: Option<Spanned<u64>>,
     call_timeout_ms: Option<Spanned<u64>>,
     config: Option<toml::Table>,
@@ -55,95 +77,35 @@ struct RawInitialState {
 struct RawSink {
     format: Spanned<String>,
     path: Option<Spanned<String>>,
+    num_rows: Option<Spanned<u64>>,
+    truncate: Option<bool>,
 }
 
-/// A validated pipeline: paths resolved against the spec file's directory.
-#[derive(Clone, Debug)]
-pub struct Pipeline {
-    /// The spec file.
-    pub file: PathBuf,
-    /// The query's name (default: the spec directory's name).
-    pub name: String,
-    /// Where the query keeps its state; `None` means a temporary directory per run.
-    pub checkpoint: Option<PathBuf>,
-    /// The input.
-    pub source: SourceSpec,
-    /// The processor.
-    pub operator: OperatorSpec,
-    /// The output.
-    pub sink: SinkSpec,
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawTrigger {
+    processing_time: Option<Spanned<String>>,
+    available_now: Option<bool>,
+    once: Option<bool>,
 }
 
-/// A JSON-lines file source.
-#[derive(Clone, Debug)]
-pub struct SourceSpec {
-    /// A file, or a directory whose `*.json`/`*.jsonl` files are read in name order.
-    pub path: PathBuf,
-    /// The declared schema of every record.
-    pub schema: SchemaRef,
-}
-
-/// A WebAssembly processor over keyed rows.
-#[derive(Clone, Debug)]
-pub struct OperatorSpec {
-    /// The component file.
-    pub module: PathBuf,
-    /// The grouping columns.
-    pub key: Vec<String>,
-    /// The output mode the processor is told about.
-    pub output_mode: OutputMode,
-    /// How many key groups keys hash into.
-    pub key_groups: u16,
-    /// Memory cap and call deadline.
-    pub limits: InstanceLimits,
-    /// The `config` table as JSON text.
-    pub config_json: String,
-    /// State to start a new query from, handed to `handle-initial-state`.
-    pub initial_state: Option<InitialStateSpec>,
-}
-
-/// JSON-lines rows that seed a new query's state, one group per key.
-#[derive(Clone, Debug)]
-pub struct InitialStateSpec {
-    /// A JSON-lines file, or a directory of them.
-    pub path: PathBuf,
-    /// Their schema; it must hold the key columns.
-    pub schema: SchemaRef,
-}
-
-/// Where results go.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SinkFormat {
-    /// A table per batch on stdout.
-    Console,
-    /// JSON-lines part files, one per batch.
-    Json,
-}
-
-/// The sink.
-#[derive(Clone, Debug)]
-pub struct SinkSpec {
-    /// Console or files.
-    pub format: SinkFormat,
-    /// The output directory (file sinks).
-    pub path: Option<PathBuf>,
-}
-
-/// Locates a spec error: `file:line: key: problem`.
+/// Turns spans into `file:line: key: problem` errors.
 struct Locator<'a> {
     file: &'a Path,
     text: &'a str,
 }
 
 impl Locator<'_> {
-    fn error(&self, span: Option<std::ops::Range<usize>>, key: &str, problem: impl std::fmt::Display) -> anyhow::Error {
-        match span {
-            Some(span) => {
-                let line = self.text[..span.start.min(self.text.len())].matches('\n').count() + 1;
-                anyhow!("{}:{line}: {key}: {problem}", self.file.display())
-            }
-            None => anyhow!("{}: {key}: {problem}", self.file.display()),
-        }
+    fn line(&self, span: &Range<usize>) -> usize {
+        self.text[..span.start.min(self.text.len())].matches('\n').count() + 1
+    }
+
+    fn error(&self, span: Range<usize>, key: &str, problem: impl std::fmt::Display) -> anyhow::Error {
+        anyhow!("{}:{}: {key}: {problem}", self.file.display(), self.line(&span))
+    }
+
+    fn at<T>(&self, value: &Spanned<T>, key: &str, problem: impl std::fmt::Display) -> anyhow::Error {
+        self.error(value.span(), key, problem)
     }
 }
 
@@ -158,164 +120,277 @@ impl Pipeline {
     /// Validates spec `text` as if read from `file`.
     pub fn parse(file: &Path, text: &str) -> Result<Self> {
         let raw: RawPipeline = toml::from_str(text).map_err(|error| {
-            let line = error.span().map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
             let message = error.message().trim_end().to_string();
-            match line {
-                Some(line) => anyhow!("{}:{line}: {message}", file.display()),
+            match error.span() {
+                Some(span) => anyhow!("{}:{}: {message}", file.display(), Locator { file, text }.line(&span)),
                 None => anyhow!("{}: {message}", file.display()),
             }
         })?;
         let at = Locator { file, text };
         let base = file.parent().unwrap_or(Path::new("."));
-        let resolve = |relative: &str| base.join(relative);
 
-        let source = &raw.source;
-        if source.format.get_ref() != "json" {
-            return Err(at.error(
-                Some(source.format.span()),
-                "source.format",
-                format!("unknown format '{}'; expected \"json\" (JSON lines)", source.format.get_ref()),
-            ));
+        if raw.source.get_ref().is_empty() {
+            return Err(at.at(&raw.source, "source", "expected at least one [[source]]"));
         }
-        let schema = parse_schema(source.schema.get_ref())
-            .map_err(|problem| at.error(Some(source.schema.span()), "source.schema", problem))?;
-        let source_path = resolve(source.path.get_ref());
-        if !source_path.exists() {
-            return Err(at.error(
-                Some(source.path.span()),
-                "source.path",
-                format!("{} does not exist; expected a JSON-lines file or a directory of them", source_path.display()),
-            ));
-        }
-
-        let op = &raw.operator;
-        let module = resolve(op.module.get_ref());
-        if !module.is_file() {
-            return Err(at.error(
-                Some(op.module.span()),
-                "operator.module",
-                format!(
-                    "{} does not exist; build the processor first (for the examples: `make guests`)",
-                    module.display()
-                ),
-            ));
-        }
-        if op.key.get_ref().is_empty() {
-            return Err(at.error(Some(op.key.span()), "operator.key", "expected at least one key column"));
-        }
-        for column in op.key.get_ref() {
-            if schema.index_of(column).is_err() {
-                let columns: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-                return Err(at.error(
-                    Some(op.key.span()),
-                    "operator.key",
-                    format!("key column '{column}' is not in source.schema (columns: {})", columns.join(", ")),
+        let mut sources: Vec<SourceSpec> = Vec::new();
+        for (index, source) in raw.source.get_ref().iter().enumerate() {
+            let spec = source_spec(&at, base, index, source)?;
+            if let Some(first) = sources.first()
+                && first.schema.fields() != spec.schema.fields()
+            {
+                return Err(at.at(
+                    &source.format,
+                    "source",
+                    format!(
+                        "source '{}' has another schema than source '{}'; every source feeds the same operator, so their schemas must match",
+                        spec.name, first.name
+                    ),
                 ));
             }
+            sources.push(spec);
         }
-        let output_mode = match op.output_mode.as_ref().map(|mode| (mode.get_ref().as_str(), mode.span())) {
-            None | Some(("append", _)) => OutputMode::Append,
-            Some(("update", _)) => OutputMode::Update,
-            Some(("complete", span)) => {
-                return Err(at.error(
-                    Some(span),
-                    "operator.output-mode",
-                    "complete mode needs an operator that can produce the whole result; processors support \"append\" and \"update\"",
-                ));
-            }
+        let watermark_policy = match raw.watermark_policy.as_ref().map(|p| (p.get_ref().as_str(), p)) {
+            None | Some(("min", _)) => WatermarkPolicy::Min,
+            Some(("max", _)) => WatermarkPolicy::Max,
             Some((other, span)) => {
-                return Err(at.error(
-                    Some(span),
-                    "operator.output-mode",
-                    format!("unknown output mode '{other}'; expected \"append\" or \"update\""),
-                ));
+                return Err(at.at(span, "watermark-policy", format!("unknown policy '{other}'; expected \"min\" or \"max\"")));
             }
         };
-        let key_groups = match &op.key_groups {
-            Some(groups) if *groups.get_ref() == 0 => {
-                return Err(at.error(Some(groups.span()), "operator.key-groups", "expected a number from 1 to 65535"));
-            }
-            Some(groups) => *groups.get_ref(),
-            None => 128,
-        };
-        let mut limits = InstanceLimits::default();
-        if let Some(mb) = &op.memory_limit_mb {
-            if !(1..=4096).contains(mb.get_ref()) {
-                return Err(at.error(Some(mb.span()), "operator.memory-limit-mb", "expected a number from 1 to 4096"));
-            }
-            limits.memory_cap_bytes = (*mb.get_ref() as usize) << 20;
-        }
-        if let Some(ms) = &op.call_timeout_ms {
-            if *ms.get_ref() == 0 {
-                return Err(at.error(Some(ms.span()), "operator.call-timeout-ms", "expected a positive number of milliseconds"));
-            }
-            limits.call_timeout = Duration::from_millis(*ms.get_ref());
-        }
-        let config_json = serde_json::to_string(&op.config.clone().unwrap_or_default())?;
-        let initial_state = match &op.initial_state {
-            None => None,
-            Some(initial) => {
-                let schema = parse_schema(initial.schema.get_ref())
-                    .map_err(|problem| at.error(Some(initial.schema.span()), "operator.initial-state.schema", problem))?;
-                if let Some(column) = op.key.get_ref().iter().find(|column| schema.index_of(column).is_err()) {
-                    return Err(at.error(
-                        Some(initial.schema.span()),
-                        "operator.initial-state.schema",
-                        format!("the initial state needs key column '{column}'"),
-                    ));
-                }
-                let path = resolve(initial.path.get_ref());
-                if !path.exists() {
-                    return Err(at.error(
-                        Some(initial.path.span()),
-                        "operator.initial-state.path",
-                        format!("{} does not exist; expected a JSON-lines file or a directory of them", path.display()),
-                    ));
-                }
-                Some(InitialStateSpec { path, schema })
-            }
-        };
-
-        let sink = match &raw.sink {
-            None => SinkSpec { format: SinkFormat::Console, path: None },
-            Some(sink) => {
-                let format = match sink.format.get_ref().as_str() {
-                    "console" => SinkFormat::Console,
-                    "json" => SinkFormat::Json,
-                    other => {
-                        return Err(at.error(
-                            Some(sink.format.span()),
-                            "sink.format",
-                            format!("unknown format '{other}'; expected \"console\" or \"json\""),
-                        ));
-                    }
-                };
-                let path = sink.path.as_ref().map(|p| resolve(p.get_ref()));
-                if format == SinkFormat::Json && path.is_none() {
-                    return Err(at.error(Some(sink.format.span()), "sink.path", "the json sink needs a path (an output directory)"));
-                }
-                SinkSpec { format, path }
-            }
-        };
-
+        let operator = operator_spec(&at, base, &raw.operator, &sources[0])?;
+        let sink = sink_spec(&at, base, raw.sink.as_ref())?;
+        let trigger = trigger_spec(&at, raw.trigger.as_ref())?;
         let name = raw.name.clone().unwrap_or_else(|| {
-            base.canonicalize().ok().and_then(|dir| dir.file_name().map(|n| n.to_string_lossy().into_owned())).unwrap_or_else(|| "query".into())
+            let dir = base.canonicalize().ok();
+            dir.and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned())).unwrap_or_else(|| "query".into())
         });
         Ok(Pipeline {
             file: file.to_path_buf(),
             name,
-            checkpoint: raw.checkpoint.as_ref().map(|c| resolve(c.get_ref())),
-            source: SourceSpec { path: source_path, schema },
-            operator: OperatorSpec {
-                module,
-                key: op.key.get_ref().clone(),
-                output_mode,
-                key_groups,
-                limits,
-                config_json,
-                initial_state,
-            },
+            checkpoint: raw.checkpoint.as_ref().map(|c| base.join(c.get_ref())),
+            sources,
+            watermark_policy,
+            operator,
             sink,
+            trigger,
         })
     }
+}
+
+fn source_spec(at: &Locator, base: &Path, index: usize, raw: &RawSource) -> Result<SourceSpec> {
+    let name = raw.name.clone().unwrap_or_else(|| format!("source-{index}"));
+    let key = |field: &str| format!("source[{index}].{field}");
+    let format = raw.format.get_ref().as_str();
+    let (kind, schema) = match format {
+        "json" | "csv" => {
+            let path = raw.path.as_ref().ok_or_else(|| at.at(&raw.format, &key("path"), "a file source needs a path"))?;
+            let resolved = base.join(path.get_ref());
+            if !resolved.exists() {
+                return Err(at.at(path, &key("path"), format!("{} does not exist; expected a file or a directory of {format} files", resolved.display())));
+            }
+            let schema_text = raw.schema.as_ref().ok_or_else(|| at.at(&raw.format, &key("schema"), "a file source needs a schema, e.g. \"user STRING, amount BIGINT\""))?;
+            let schema = parse_schema(schema_text.get_ref()).map_err(|problem| at.at(schema_text, &key("schema"), problem))?;
+            let file_format = if format == "json" {
+                FileFormat::Json
+            } else {
+                let delimiter = match &raw.delimiter {
+                    None => b',',
+                    Some(d) if d.get_ref().len() == 1 => d.get_ref().as_bytes()[0],
+                    Some(d) => return Err(at.at(d, &key("delimiter"), "expected one ASCII character, e.g. \",\" or \";\"")),
+                };
+                FileFormat::Csv { header: raw.header.unwrap_or(true), delimiter }
+            };
+            let max_files_per_trigger = match &raw.max_files_per_trigger {
+                Some(n) if *n.get_ref() == 0 => return Err(at.at(n, &key("max-files-per-trigger"), "expected a positive number")),
+                Some(n) => Some(*n.get_ref() as usize),
+                None => None,
+            };
+            (SourceKind::Files { format: file_format, path: resolved, max_files_per_trigger }, schema)
+        }
+        "rate" => {
+            let rows_per_second = match &raw.rows_per_second {
+                Some(n) if *n.get_ref() == 0 => return Err(at.at(n, &key("rows-per-second"), "expected a positive number")),
+                Some(n) => *n.get_ref(),
+                None => 1,
+            };
+            let start_us = match &raw.start_time {
+                Some(text) => Some(parse_timestamp(text.get_ref()).map_err(|problem| at.at(text, &key("start-time"), problem))?),
+                None => None,
+            };
+            let schema = parse_schema("timestamp TIMESTAMP NOT NULL, value BIGINT NOT NULL").map_err(|e| anyhow!(e))?;
+            if let Some(given) = &raw.schema
+                && parse_schema(given.get_ref()).ok().as_ref().map(|s| s.fields()) != Some(schema.fields())
+            {
+                return Err(at.at(given, &key("schema"), "the rate source's schema is fixed: leave it out (it is \"timestamp TIMESTAMP NOT NULL, value BIGINT NOT NULL\")"));
+            }
+            (SourceKind::Rate { rows_per_second, start_us }, schema)
+        }
+        other => return Err(at.at(&raw.format, &key("format"), format!("unknown format '{other}'; expected \"json\", \"csv\" or \"rate\""))),
+    };
+    let watermark = match &raw.watermark {
+        None => None,
+        Some(watermark) => {
+            let column = watermark.column.get_ref();
+            match schema.field_with_name(column) {
+                Ok(field) if crate::wasm::rows::contract_type(field.data_type()) == Some(crate::wasm::DataType::Timestamp) => {}
+                Ok(_) => return Err(at.at(&watermark.column, &key("watermark.column"), format!("column '{column}' is not a TIMESTAMP; event time must be a TIMESTAMP column"))),
+                Err(_) => return Err(at.at(&watermark.column, &key("watermark.column"), format!("column '{column}' is not in the schema"))),
+            }
+            let delay = parse_duration(watermark.delay.get_ref()).map_err(|problem| at.at(&watermark.delay, &key("watermark.delay"), problem))?;
+            Some(WatermarkSpec { column: column.clone(), delay_us: delay.as_micros() as i64 })
+        }
+    };
+    let on_bad_record = match raw.on_bad_record.as_ref().map(|p| (p.get_ref().as_str(), p)) {
+        None | Some(("fail", _)) => BadRecordPolicy::Fail,
+        Some(("skip", _)) => BadRecordPolicy::Skip,
+        Some(("dead-letter", span)) => {
+            let path = raw.dead_letter_path.as_ref().ok_or_else(|| at.at(span, &key("dead-letter-path"), "the dead-letter policy needs a dead-letter-path (a directory)"))?;
+            BadRecordPolicy::DeadLetter(base.join(path.get_ref()))
+        }
+        Some((other, span)) => {
+            return Err(at.at(span, &key("on-bad-record"), format!("unknown policy '{other}'; expected \"fail\", \"skip\" or \"dead-letter\"")));
+        }
+    };
+    Ok(SourceSpec { name, kind, schema, watermark, on_bad_record })
+}
+
+/// Parses an RFC 3339 timestamp into microseconds since the epoch.
+fn parse_timestamp(text: &str) -> Result<i64, String> {
+    arrow::compute::kernels::cast_utils::string_to_timestamp_nanos(text)
+        .map(|nanos| nanos.div_euclid(1_000))
+        .map_err(|_| format!("'{text}' is not a timestamp; expected RFC 3339, e.g. \"2026-11-13T08:00:00Z\""))
+}
+
+fn operator_spec(at: &Locator, base: &Path, op: &RawOperator, source: &SourceSpec) -> Result<OperatorSpec> {
+    let schema = &source.schema;
+    let module = base.join(op.module.get_ref());
+    if !module.is_file() {
+        return Err(at.at(&op.module, "operator.module", format!("{} does not exist; build the processor first (for the examples: `make guests`)", module.display())));
+    }
+    if op.key.get_ref().is_empty() {
+        return Err(at.at(&op.key, "operator.key", "expected at least one key column"));
+    }
+    for column in op.key.get_ref() {
+        if schema.index_of(column).is_err() {
+            let columns: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+            return Err(at.at(&op.key, "operator.key", format!("key column '{column}' is not in source.schema (columns: {})", columns.join(", "))));
+        }
+    }
+    let output_mode = match op.output_mode.as_ref().map(|mode| (mode.get_ref().as_str(), mode)) {
+        None | Some(("append", _)) => OutputMode::Append,
+        Some(("update", _)) => OutputMode::Update,
+        Some(("complete", span)) => {
+            return Err(at.at(span, "operator.output-mode", "complete mode needs an operator that can produce the whole result; processors support \"append\" and \"update\""));
+        }
+        Some((other, span)) => return Err(at.at(span, "operator.output-mode", format!("unknown output mode '{other}'; expected \"append\" or \"update\""))),
+    };
+    let time_mode = match op.time_mode.as_ref().map(|mode| (mode.get_ref().as_str(), mode)) {
+        None => None,
+        Some(("none", _)) => Some(TimeMode::None),
+        Some(("processing-time", _)) => Some(TimeMode::ProcessingTime),
+        Some(("event-time", span)) => {
+            if source.watermark.is_none() {
+                return Err(at.at(span, "operator.time-mode", "event time needs a watermark: add [source.watermark] with column and delay"));
+            }
+            Some(TimeMode::EventTime)
+        }
+        Some((other, span)) => {
+            return Err(at.at(span, "operator.time-mode", format!("unknown time mode '{other}'; expected \"none\", \"processing-time\" or \"event-time\"")));
+        }
+    };
+    let key_groups = match &op.key_groups {
+        Some(groups) if *groups.get_ref() == 0 => return Err(at.at(groups, "operator.key-groups", "expected a number from 1 to 65535")),
+        Some(groups) => *groups.get_ref(),
+        None => 128,
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let parallelism = match &op.parallelism {
+        Some(n) if *n.get_ref() == 0 || *n.get_ref() > u64::from(key_groups) => {
+            return Err(at.at(n, "operator.parallelism", format!("expected a number from 1 to key-groups ({key_groups})")));
+        }
+        Some(n) => *n.get_ref() as usize,
+        None => cores.min(usize::from(key_groups)),
+    };
+    let mut limits = InstanceLimits::default();
+    if let Some(mb) = &op.memory_limit_mb {
+        if !(1..=4096).contains(mb.get_ref()) {
+            return Err(at.at(mb, "operator.memory-limit-mb", "expected a number from 1 to 4096"));
+        }
+        limits.memory_cap_bytes = (*mb.get_ref() as usize) << 20;
+    }
+    if let Some(ms) = &op.call_timeout_ms {
+        if *ms.get_ref() == 0 {
+            return Err(at.at(ms, "operator.call-timeout-ms", "expected a positive number of milliseconds"));
+        }
+        limits.call_timeout = Duration::from_millis(*ms.get_ref());
+    }
+    let config_json = serde_json::to_string(&op.config.clone().unwrap_or_default())?;
+    let initial_state = match &op.initial_state {
+        None => None,
+        Some(initial) => {
+            let schema = parse_schema(initial.schema.get_ref()).map_err(|problem| at.at(&initial.schema, "operator.initial-state.schema", problem))?;
+            if let Some(column) = op.key.get_ref().iter().find(|column| schema.index_of(column).is_err()) {
+                return Err(at.at(&initial.schema, "operator.initial-state.schema", format!("the initial state needs key column '{column}'")));
+            }
+            let path = base.join(initial.path.get_ref());
+            if !path.exists() {
+                return Err(at.at(&initial.path, "operator.initial-state.path", format!("{} does not exist; expected a JSON-lines file or a directory of them", path.display())));
+            }
+            Some(InitialStateSpec { path, schema })
+        }
+    };
+    Ok(OperatorSpec {
+        module,
+        key: op.key.get_ref().clone(),
+        output_mode,
+        time_mode,
+        key_groups,
+        parallelism,
+        limits,
+        config_json,
+        initial_state,
+    })
+}
+
+fn sink_spec(at: &Locator, base: &Path, raw: Option<&RawSink>) -> Result<SinkSpec> {
+    let Some(sink) = raw else {
+        return Ok(SinkSpec { format: SinkFormat::Console, path: None, num_rows: 20, truncate: true });
+    };
+    let format = match sink.format.get_ref().as_str() {
+        "console" => SinkFormat::Console,
+        "json" => SinkFormat::Json,
+        "parquet" => SinkFormat::Parquet,
+        other => return Err(at.at(&sink.format, "sink.format", format!("unknown format '{other}'; expected \"console\", \"json\" or \"parquet\""))),
+    };
+    let path = sink.path.as_ref().map(|p| base.join(p.get_ref()));
+    if format != SinkFormat::Console && path.is_none() {
+        return Err(at.at(&sink.format, "sink.path", "a file sink needs a path (an output directory)"));
+    }
+    let num_rows = match &sink.num_rows {
+        Some(n) if *n.get_ref() == 0 => return Err(at.at(n, "sink.num-rows", "expected a positive number")),
+        Some(n) => *n.get_ref() as usize,
+        None => 20,
+    };
+    Ok(SinkSpec { format, path, num_rows, truncate: sink.truncate.unwrap_or(true) })
+}
+
+fn trigger_spec(at: &Locator, raw: Option<&Spanned<RawTrigger>>) -> Result<TriggerSpec> {
+    let Some(spanned) = raw else { return Ok(TriggerSpec::AsFastAsPossible) };
+    let trigger = spanned.get_ref();
+    let chosen = [trigger.processing_time.is_some(), trigger.available_now == Some(true), trigger.once == Some(true)];
+    if chosen.iter().filter(|set| **set).count() > 1 {
+        return Err(at.at(spanned, "trigger", "choose one of processing-time, available-now and once"));
+    }
+    Ok(match (&trigger.processing_time, trigger.available_now, trigger.once) {
+        (Some(interval), _, _) => {
+            let every = parse_duration(interval.get_ref()).map_err(|problem| at.at(interval, "trigger.processing-time", problem))?;
+            if every.is_zero() {
+                TriggerSpec::AsFastAsPossible
+            } else {
+                TriggerSpec::ProcessingTime(every)
+            }
+        }
+        (None, Some(true), _) => TriggerSpec::AvailableNow,
+        (None, _, Some(true)) => TriggerSpec::Once,
+        _ => TriggerSpec::AsFastAsPossible,
+    })
 }

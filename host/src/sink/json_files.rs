@@ -3,29 +3,30 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use arrow::json::LineDelimitedWriter;
 
 use super::Sink;
+use super::part_files::{PartFiles, no_rows};
 
-/// Writes `part-<batch>.jsonl` files into a directory.
+/// Writes `part-<batch>.jsonl` files into a directory; a batch without rows writes
+/// nothing, and a replayed batch replaces its file.
 pub struct JsonFileSink {
-    dir: PathBuf,
+    parts: PartFiles,
 }
 
 impl JsonFileSink {
     /// A sink writing into `dir` (created if missing).
     pub fn new(dir: PathBuf) -> Result<Self> {
-        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create sink directory {}", dir.display()))?;
-        Ok(Self { dir })
+        Ok(Self { parts: PartFiles::create(dir, "jsonl")? })
     }
 }
 
 impl Sink for JsonFileSink {
     fn write_batch(&mut self, batch_id: u64, _schema: &SchemaRef, rows: &[RecordBatch]) -> Result<()> {
-        if rows.iter().all(|batch| batch.num_rows() == 0) {
+        if no_rows(rows) {
             return Ok(());
         }
         let mut writer = LineDelimitedWriter::new(Vec::new());
@@ -33,7 +34,52 @@ impl Sink for JsonFileSink {
             writer.write(batch)?;
         }
         writer.finish()?;
-        let file = self.dir.join(format!("part-{batch_id:05}.jsonl"));
-        crate::fsutil::write_atomic(&file, &writer.into_inner())
+        self.parts.publish(batch_id, &writer.into_inner())?;
+        Ok(())
+    }
+
+    fn description(&self) -> String {
+        self.parts.description()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    use super::*;
+
+    #[test]
+    fn writes_one_file_per_batch_with_rows_and_replaces_a_replayed_batch() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let out = dir.path().join("out");
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("user", DataType::Utf8, false),
+            Field::new("n", DataType::Int64, false),
+        ]));
+        let batch = |users: Vec<&str>, ns: Vec<i64>| {
+            RecordBatch::try_new(
+                schema.clone(),
+                vec![Arc::new(StringArray::from(users)), Arc::new(Int64Array::from(ns))],
+            )
+        };
+        let mut sink = JsonFileSink::new(out.clone())?;
+        assert_eq!(sink.description(), format!("FileSink[{}]", out.display()));
+        sink.write_batch(0, &schema, &[batch(vec!["a"], vec![1])?])?;
+        sink.write_batch(1, &schema, &[RecordBatch::new_empty(schema.clone())])?;
+        sink.write_batch(0, &schema, &[batch(vec!["b", "c"], vec![2, 3])?])?;
+        let mut names: Vec<String> = std::fs::read_dir(&out)?
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect::<Result<_, _>>()?;
+        names.sort();
+        assert_eq!(names, vec!["part-00000.jsonl".to_string()]);
+        assert_eq!(
+            std::fs::read_to_string(out.join("part-00000.jsonl"))?,
+            "{\"user\":\"b\",\"n\":2}\n{\"user\":\"c\",\"n\":3}\n"
+        );
+        Ok(())
     }
 }

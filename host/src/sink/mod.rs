@@ -1,28 +1,47 @@
-//! Sinks: where results go. Console tables and JSON-lines part files.
+//! Sinks: where results go. Console tables, JSON-lines and Parquet part files.
 
 mod console;
 mod json_files;
+mod parquet_files;
+mod part_files;
 
 use anyhow::Result;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 
-pub use console::ConsoleSink;
+pub use console::{ConsoleSink, DEFAULT_NUM_ROWS, TRUNCATE_WIDTH};
 pub use json_files::JsonFileSink;
+pub use parquet_files::ParquetFileSink;
+pub use part_files::PartFiles;
 
 use crate::pipeline::{SinkFormat, SinkSpec};
 
 /// Receives each batch's output.
 pub trait Sink {
-    /// Writes the rows of batch `batch_id` (all of them, or none on error).
+    /// Writes the rows of batch `batch_id` (all of them, or none on error). Writing a
+    /// batch id again (a replayed batch) replaces what the first write left.
     fn write_batch(&mut self, batch_id: u64, schema: &SchemaRef, rows: &[RecordBatch]) -> Result<()>;
+
+    /// How progress names this sink, e.g. `FileSink[/out]` or `ConsoleSink`.
+    fn description(&self) -> String;
 }
 
 /// Opens the sink a spec describes.
 pub fn open(spec: &SinkSpec) -> Result<Box<dyn Sink>> {
     Ok(match (spec.format, &spec.path) {
+        (SinkFormat::Console, _) => Box::new(ConsoleSink::with_options(std::io::stdout(), spec.num_rows, spec.truncate)),
         (SinkFormat::Json, Some(path)) => Box::new(JsonFileSink::new(path.clone())?),
-        (SinkFormat::Json, None) => anyhow::bail!("the json sink needs a path"),
-        (SinkFormat::Console, _) => Box::new(ConsoleSink::new(std::io::stdout())),
+        (SinkFormat::Parquet, Some(path)) => Box::new(ParquetFileSink::new(path.clone())?),
+        (SinkFormat::Json | SinkFormat::Parquet, None) => {
+            anyhow::bail!("the {} sink needs a path: set [sink] path to an output directory", format_name(spec.format))
+        }
     })
+}
+
+fn format_name(format: SinkFormat) -> &'static str {
+    match format {
+        SinkFormat::Console => "console",
+        SinkFormat::Json => "json",
+        SinkFormat::Parquet => "parquet",
+    }
 }

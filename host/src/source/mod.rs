@@ -1,26 +1,110 @@
-//! Sources: where input records come from. Today: JSON-lines files.
+//! Sources: where input rows come from — files (JSON lines, CSV) and the rate
+//! generator.
+//!
+//! A source keeps no progress of its own: what it has consumed lives only in the
+//! committed state store, under meta keys `source/<index>/…` that each batch's
+//! [`SourceBatch::commit`] entries write together with the batch's state. Planning the
+//! next batch is therefore a function of the committed store, and a batch that failed
+//! before its commit is planned again the same way.
 
-use std::path::{Path, PathBuf};
+mod dead_letter;
+mod files;
+mod listing;
+mod rate;
 
-use anyhow::{Context, Result};
+use anyhow::{Result, bail};
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use serde_json::Value;
 
-/// The input files under `path`: the file itself, or a directory's `*.json` and
-/// `*.jsonl` files (not hidden ones) in name order.
-pub fn list_input_files(path: &Path) -> Result<Vec<PathBuf>> {
-    if path.is_file() {
-        return Ok(vec![path.to_path_buf()]);
-    }
-    let mut files = Vec::new();
-    let entries = std::fs::read_dir(path).with_context(|| format!("cannot list source directory {}", path.display()))?;
-    for entry in entries {
-        let entry = entry.with_context(|| format!("cannot list source directory {}", path.display()))?;
-        let file = entry.path();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let is_json = matches!(file.extension().and_then(|e| e.to_str()), Some("json" | "jsonl"));
-        if is_json && !name.starts_with('.') && file.is_file() {
-            files.push(file);
-        }
-    }
-    files.sort();
-    Ok(files)
+use crate::pipeline::{FileFormat, SourceKind, SourceSpec};
+use crate::state::StateStore;
+
+pub use rate::rate_schema;
+
+/// One batch's worth of rows from one source.
+#[derive(Debug)]
+pub struct SourceBatch {
+    /// The rows, in the source's schema.
+    pub rows: RecordBatch,
+    /// Records skipped or dead-lettered.
+    pub bad_records: u64,
+    /// A Spark-like description of where the batch starts, for progress.
+    pub start_offset: Value,
+    /// Where it ends; [`Source::replan_batch`] plans the same batch again from it.
+    pub end_offset: Value,
+    /// Meta entries to write atomically with the batch's state commit (`Cf::Meta`),
+    /// recording that this batch consumed these offsets. Progress lives only in the
+    /// committed store.
+    pub commit: Vec<(Vec<u8>, Vec<u8>)>,
 }
+
+/// A source of rows, planned batch by batch against the committed state store.
+pub trait Source: Send {
+    /// The source's name, for progress and errors.
+    fn name(&self) -> &str;
+
+    /// The schema of its rows.
+    fn schema(&self) -> &SchemaRef;
+
+    /// Fixes what "available now" means (available-now and once triggers): later
+    /// calls never read past it.
+    fn bound_to_available_now(&mut self, store: &StateStore, now_us: i64) -> Result<()>;
+
+    /// The rows of the next batch given what the store has committed, or `None` when
+    /// there is nothing new. A function of (committed store, files on disk, bound,
+    /// `now_us`): called again after a batch failed (not committed), it plans the same
+    /// batch again — as long as no new input arrived in between; for an exact replay
+    /// use [`Source::replan_batch`].
+    fn next_batch(&mut self, store: &StateStore, batch_id: u64, now_us: i64) -> Result<Option<SourceBatch>>;
+
+    /// Plans again the batch whose [`SourceBatch::end_offset`] the engine recorded
+    /// before running it (`offsets/<N>`), reading exactly what it read then even if
+    /// new input arrived since. `Value::Null` stands for "nothing from this source"
+    /// and gives `None`. Call it only while the batch is not committed.
+    fn replan_batch(
+        &mut self,
+        store: &StateStore,
+        batch_id: u64,
+        now_us: i64,
+        end_offset: &Value,
+    ) -> Result<Option<SourceBatch>> {
+        let planned = self.next_batch(store, batch_id, now_us)?;
+        let planned_end = planned.as_ref().map_or(Value::Null, |batch| batch.end_offset.clone());
+        if &planned_end != end_offset {
+            bail!(
+                "source '{}' cannot plan batch {batch_id} again: it was planned up to {end_offset} and now plans up to {planned_end}",
+                self.name()
+            );
+        }
+        Ok(planned)
+    }
+
+    /// Whether everything up to the available-now bound has been committed (false
+    /// when unbounded).
+    fn caught_up(&self, store: &StateStore) -> Result<bool>;
+}
+
+/// Opens source number `index` of the pipeline (its meta keys are namespaced by
+/// `index`).
+pub fn open(spec: &SourceSpec, index: usize) -> Result<Box<dyn Source>> {
+    Ok(match &spec.kind {
+        SourceKind::Files { .. } => Box::new(files::FileSource::open(spec, index)?),
+        SourceKind::Rate { .. } => Box::new(rate::RateSource::open(spec, index)?),
+    })
+}
+
+/// The JSON-lines files under `path`: the file itself, or a directory's `*.json` and
+/// `*.jsonl` files (not hidden ones) in name order.
+pub fn list_input_files(path: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
+    let names = listing::list(path, &FileFormat::Json)?;
+    Ok(names.iter().map(|name| listing::file_path(path, name)).collect())
+}
+
+/// The meta key `source/<index>/<rest>`.
+fn meta_key(index: usize, rest: &str) -> Vec<u8> {
+    format!("source/{index}/{rest}").into_bytes()
+}
+
+#[cfg(test)]
+mod tests;

@@ -89,6 +89,23 @@ pub fn split_timer_index_key(raw: &[u8]) -> Option<(i64, u16, &[u8])> {
     Some((expiry, key_group, raw.get(16..16 + key_len)?))
 }
 
+/// The TTL-index key of a state entry that expires at `expiry`: ordered by expiry
+/// across all keys, with the entry's kind (see [`StateKind`](super::StateKind)) and
+/// its state-CF key.
+pub fn ttl_index_key(operator: u16, expiry: i64, kind: u8, state_key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(11 + state_key.len());
+    out.extend_from_slice(&operator.to_be_bytes());
+    out.extend_from_slice(&sortable_i64(expiry));
+    out.push(kind);
+    out.extend_from_slice(state_key);
+    out
+}
+
+/// Splits a TTL-index key into (expiry, kind, state key).
+pub fn split_ttl_index_key(raw: &[u8]) -> Option<(i64, u8, &[u8])> {
+    Some((from_sortable_i64(raw.get(2..10)?)?, *raw.get(10)?, raw.get(11..)?))
+}
+
 /// A stored value with its expiry stamp in front.
 pub fn stamp(expiry: i64, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(8 + payload.len());
@@ -160,6 +177,8 @@ mod tests {
         assert_eq!(split_state_key(&raw), Some((3, 17, &b"user-1"[..], "totals", &b"map-key"[..])));
         let index = timer_index_key(3, -42, 17, b"user-1");
         assert_eq!(split_timer_index_key(&index), Some((-42, 17, &b"user-1"[..])));
+        let ttl = ttl_index_key(3, 99, 2, &raw);
+        assert_eq!(split_ttl_index_key(&ttl), Some((99, 2, raw.as_slice())));
     }
 
     #[test]

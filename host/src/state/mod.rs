@@ -3,7 +3,9 @@
 
 pub mod layout;
 mod store;
+mod ttl;
 mod variables;
 
 pub use store::{Cf, StateStore, StateTxn};
+pub use ttl::evict_expired;
 pub use variables::{DueTimer, KeyScope, StateKind, Timers, VariableDecl, live_list, value_get};

@@ -24,11 +24,13 @@ pub enum Cf {
     Timers = 1,
     /// Timers, keyed by expiry then grouping key (for firing in time order).
     TimerIndex = 2,
-    /// Store metadata: the committed batch id and what each batch consumed.
+    /// Store metadata: the committed batch id, source progress, the watermark.
     Meta = 3,
+    /// TTL'd state entries, keyed by expiry (for eviction in time order).
+    TtlIndex = 4,
 }
 
-const CF_NAMES: [&str; 4] = ["state", "timers", "timer_index", "meta"];
+const CF_NAMES: [&str; 5] = ["state", "timers", "timer_index", "meta", "ttl_index"];
 const COMMITTED_BATCH: &[u8] = b"committed-batch";
 
 impl Cf {
@@ -76,13 +78,21 @@ impl StateStore {
     /// Writes every change of `txn`, and `batch_id` as the committed batch, atomically
     /// and durably.
     pub fn commit(&self, txn: StateTxn, batch_id: u64) -> Result<()> {
+        self.commit_all(vec![txn], batch_id)
+    }
+
+    /// Writes every change of all `txns` (which touch disjoint keys, e.g. one per
+    /// shard) and `batch_id` as the committed batch, in one atomic, durable write.
+    pub fn commit_all(&self, txns: Vec<StateTxn>, batch_id: u64) -> Result<()> {
         let mut batch = WriteBatch::default();
-        for (index, changes) in txn.overlay.iter().enumerate() {
-            let cf = self.cf_handle(CF_NAMES[index])?;
-            for (key, change) in changes {
-                match change {
-                    Some(value) => batch.put_cf(cf, key, value),
-                    None => batch.delete_cf(cf, key),
+        for txn in &txns {
+            for (index, changes) in txn.overlay.iter().enumerate() {
+                let cf = self.cf_handle(CF_NAMES[index])?;
+                for (key, change) in changes {
+                    match change {
+                        Some(value) => batch.put_cf(cf, key, value),
+                        None => batch.delete_cf(cf, key),
+                    }
                 }
             }
         }
@@ -100,6 +110,29 @@ impl StateStore {
         Ok(raw.and_then(|bytes| Some(u64::from_be_bytes(bytes.as_slice().try_into().ok()?))))
     }
 
+    /// RocksDB's estimate of the number of live state entries.
+    pub fn estimated_state_entries(&self) -> u64 {
+        self.int_property(Cf::State, "rocksdb.estimate-num-keys")
+    }
+
+    /// Memory held by RocksDB memtables and readers, in bytes (all column families).
+    pub fn memory_used_bytes(&self) -> u64 {
+        CF_NAMES
+            .iter()
+            .filter_map(|name| self.db.cf_handle(name))
+            .map(|cf| {
+                ["rocksdb.cur-size-all-mem-tables", "rocksdb.estimate-table-readers-mem"]
+                    .iter()
+                    .filter_map(|property| self.db.property_int_value_cf(cf, *property).ok().flatten())
+                    .sum::<u64>()
+            })
+            .sum()
+    }
+
+    fn int_property(&self, cf: Cf, property: &str) -> u64 {
+        self.db.cf_handle(cf.name()).and_then(|handle| self.db.property_int_value_cf(handle, property).ok().flatten()).unwrap_or(0)
+    }
+
     /// The committed value at `key` (ignoring any open transaction).
     pub fn read(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
         Ok(self.db.get_cf(self.cf_handle(cf.name())?, key)?)
@@ -115,7 +148,7 @@ impl StateStore {
 /// The changes of one batch, readable before they are committed.
 pub struct StateTxn {
     db: Arc<DB>,
-    overlay: [BTreeMap<Vec<u8>, Option<Vec<u8>>>; 4],
+    overlay: [BTreeMap<Vec<u8>, Option<Vec<u8>>>; 5],
 }
 
 impl StateTxn {
@@ -162,8 +195,10 @@ impl StateTxn {
         Ok(merged.into_iter().filter_map(|(key, value)| Some((key, value?))).collect())
     }
 
-    /// How many keys this transaction changes (written or deleted), per column family.
-    pub fn changed_keys(&self, cf: Cf) -> usize {
-        self.overlay[cf as usize].len()
+    /// How many keys of `cf` this transaction writes and how many it deletes.
+    pub fn change_counts(&self, cf: Cf) -> (u64, u64) {
+        let changes = &self.overlay[cf as usize];
+        let written = changes.values().filter(|change| change.is_some()).count() as u64;
+        (written, changes.len() as u64 - written)
     }
 }

@@ -84,6 +84,14 @@ impl KeyScope {
         layout::variable_key(&self.prefix, &decl.name)
     }
 
+    /// Writes a stamped entry, indexing it for eviction when it can expire.
+    fn put_expiring(&self, txn: &mut StateTxn, decl: &VariableDecl, state_key: Vec<u8>, expiry: i64, raw: Vec<u8>) {
+        if expiry != NEVER {
+            txn.put(Cf::TtlIndex, layout::ttl_index_key(self.operator, expiry, decl.kind as u8, &state_key), Vec::new());
+        }
+        txn.put(Cf::State, state_key, raw);
+    }
+
     /// The live value of a value variable.
     pub fn value_get(&self, txn: &StateTxn, decl: &VariableDecl) -> Result<Option<Vec<u8>>> {
         value_get(txn.get(Cf::State, &self.var_key(decl))?, self.now)
@@ -91,7 +99,8 @@ impl KeyScope {
 
     /// Replaces the value of a value variable.
     pub fn value_update(&self, txn: &mut StateTxn, decl: &VariableDecl, value: &[u8]) {
-        txn.put(Cf::State, self.var_key(decl), layout::stamp(decl.expiry(self.now), value));
+        let expiry = decl.expiry(self.now);
+        self.put_expiring(txn, decl, self.var_key(decl), expiry, layout::stamp(expiry, value));
     }
 
     /// Removes the value (or the whole list) of a variable.
@@ -124,7 +133,7 @@ impl KeyScope {
         let mut entries = self.list_entries(txn, decl)?;
         let expiry = decl.expiry(self.now);
         entries.extend(values.iter().map(|value| (expiry, value.clone())));
-        self.write_list(txn, decl, &entries);
+        self.write_list(txn, decl, &entries, expiry);
         Ok(())
     }
 
@@ -132,15 +141,15 @@ impl KeyScope {
     pub fn list_put(&self, txn: &mut StateTxn, decl: &VariableDecl, values: &[Vec<u8>]) {
         let expiry = decl.expiry(self.now);
         let entries: Vec<(i64, Vec<u8>)> = values.iter().map(|value| (expiry, value.clone())).collect();
-        self.write_list(txn, decl, &entries);
+        self.write_list(txn, decl, &entries, expiry);
     }
 
-    fn write_list(&self, txn: &mut StateTxn, decl: &VariableDecl, entries: &[(i64, Vec<u8>)]) {
+    fn write_list(&self, txn: &mut StateTxn, decl: &VariableDecl, entries: &[(i64, Vec<u8>)], new_expiry: i64) {
         if entries.is_empty() {
             txn.delete(Cf::State, self.var_key(decl));
         } else {
             let raw = layout::encode_list(entries.iter().map(|(expiry, payload)| (*expiry, payload.as_slice())));
-            txn.put(Cf::State, self.var_key(decl), raw);
+            self.put_expiring(txn, decl, self.var_key(decl), new_expiry, raw);
         }
     }
 
@@ -157,7 +166,8 @@ impl KeyScope {
 
     /// Sets `user_key` in a map variable.
     pub fn map_update(&self, txn: &mut StateTxn, decl: &VariableDecl, user_key: &[u8], value: &[u8]) {
-        txn.put(Cf::State, self.map_entry_key(decl, user_key), layout::stamp(decl.expiry(self.now), value));
+        let expiry = decl.expiry(self.now);
+        self.put_expiring(txn, decl, self.map_entry_key(decl, user_key), expiry, layout::stamp(expiry, value));
     }
 
     /// Removes `user_key` from a map variable.

@@ -1,0 +1,193 @@
+//! Ten-minute temperature statistics per freezer unit, on event time.
+//!
+//! Input `unit STRING, temperature DOUBLE, ts TIMESTAMP`, keyed by `unit`, with a
+//! watermark on `ts`. Readings fall into tumbling windows of `window_minutes` (config,
+//! default 10). Per unit a `MapState` holds each open window's min, max, sum and
+//! count; an event-time timer at the window's end emits the window once (append mode)
+//! when the watermark passes it, and forgets it.
+//!
+//! The processor takes late rows: a reading is dropped only when its window has
+//! already ended at or before the watermark (the window's result is final), which is
+//! the rule of Spark's windowed aggregations — a reading older than the watermark
+//! still counts while its window is open. Dropped readings are counted in the
+//! `late_readings` value state.
+//!
+//! Output: `unit STRING, window_start TIMESTAMP, window_end TIMESTAMP, min DOUBLE,
+//! max DOUBLE, avg DOUBLE, count BIGINT`.
+
+use std::collections::BTreeMap;
+
+use eddy_guest::{
+    ExpiredTimer, InitContext, Key, MapState, Output, Result, Rows, Schema, StatefulProcessor,
+    TimeMode, TimerValues, Timers, Ttl, ValueState, bail, export_processor, row,
+};
+use serde::{Deserialize, Serialize};
+
+/// The operator's config.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// The window length in minutes.
+    pub window_minutes: i64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { window_minutes: 10 }
+    }
+}
+
+/// The running statistics of one window.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    /// The lowest reading.
+    pub min: f64,
+    /// The highest reading.
+    pub max: f64,
+    /// The sum of the readings.
+    pub sum: f64,
+    /// How many readings.
+    pub count: i64,
+}
+
+impl Stats {
+    fn add(&mut self, reading: f64) {
+        self.min = self.min.min(reading);
+        self.max = self.max.max(reading);
+        self.sum += reading;
+        self.count += 1;
+    }
+
+    fn merge(self, other: Stats) -> Stats {
+        Stats {
+            min: self.min.min(other.min),
+            max: self.max.max(other.max),
+            sum: self.sum + other.sum,
+            count: self.count + other.count,
+        }
+    }
+}
+
+/// The processor.
+pub struct FreezerStats {
+    window_micros: i64,
+    windows: MapState<i64, Stats>,
+    late_readings: ValueState<i64>,
+    timers: Timers,
+}
+
+impl StatefulProcessor for FreezerStats {
+    fn init(ctx: &mut InitContext) -> Result<Self> {
+        let config: Config = ctx.config()?;
+        if config.window_minutes <= 0 {
+            bail!("invalid config: window_minutes must be positive, not {}", config.window_minutes);
+        }
+        ctx.set_time_mode(TimeMode::EventTime);
+        ctx.set_accepts_late_rows(true);
+        ctx.set_output_schema(Schema::parse(
+            "unit STRING NOT NULL, window_start TIMESTAMP NOT NULL, window_end TIMESTAMP NOT NULL, \
+             min DOUBLE NOT NULL, max DOUBLE NOT NULL, avg DOUBLE NOT NULL, count BIGINT NOT NULL",
+        )?);
+        Ok(FreezerStats {
+            window_micros: config.window_minutes.saturating_mul(60_000_000),
+            windows: ctx.map_state("windows", Ttl::NONE)?,
+            late_readings: ctx.value_state("late_readings", Ttl::NONE)?,
+            timers: ctx.timers(),
+        })
+    }
+
+    fn handle_input_rows(
+        &mut self,
+        _key: &Key,
+        rows: &Rows,
+        timer_values: &TimerValues,
+        _output: &mut Output,
+    ) -> Result<()> {
+        let mut batch: BTreeMap<i64, Stats> = BTreeMap::new();
+        let mut late = 0;
+        for row in rows.iter() {
+            let (Some(reading), Some(ts)) = (row.f64_opt("temperature")?, row.timestamp_opt("ts")?) else {
+                continue;
+            };
+            let start = ts.div_euclid(self.window_micros) * self.window_micros;
+            let end = start + self.window_micros;
+            if timer_values.watermark.is_some_and(|watermark| end <= watermark) {
+                late += 1;
+                continue;
+            }
+            let empty = Stats { min: f64::INFINITY, max: f64::NEG_INFINITY, sum: 0.0, count: 0 };
+            batch.entry(start).or_insert(empty).add(reading);
+        }
+        for (start, stats) in batch {
+            let merged = match self.windows.get(&start)? {
+                Some(previous) => previous.merge(stats),
+                None => {
+                    self.timers.register(start + self.window_micros)?;
+                    stats
+                }
+            };
+            self.windows.update(&start, &merged)?;
+        }
+        if late > 0 {
+            let total = self.late_readings.get()?.unwrap_or(0) + late;
+            self.late_readings.update(&total)?;
+        }
+        Ok(())
+    }
+
+    fn handle_expired_timer(
+        &mut self,
+        key: &Key,
+        _timer_values: &TimerValues,
+        timer: &ExpiredTimer,
+        output: &mut Output,
+    ) -> Result<()> {
+        let start = timer.expiry_time - self.window_micros;
+        let Some(stats) = self.windows.get(&start)? else {
+            return Ok(());
+        };
+        self.windows.remove(&start)?;
+        let avg = stats.sum / stats.count as f64;
+        output.append_row(&row![key.str(0)?, start, timer.expiry_time, stats.min, stats.max, avg, stats.count])
+    }
+}
+
+export_processor!(FreezerStats);
+
+#[cfg(test)]
+mod tests {
+    use eddy_guest::testing::Harness;
+    use eddy_guest::{Value, row};
+
+    use super::*;
+
+    const MINUTE: i64 = 60_000_000;
+
+    #[test]
+    fn a_window_is_emitted_once_the_watermark_passes_its_end() -> Result<()> {
+        let mut h = Harness::<FreezerStats>::builder("unit STRING, temperature DOUBLE, ts TIMESTAMP", "unit STRING")
+            .event_time_column("ts")
+            .build()?;
+        let out = h.feed(&row!["u1"], &[row!["u1", -18.0, 0], row!["u1", -20.0, 5 * MINUTE], row!["u1", -19.0, 11 * MINUTE]])?;
+        assert!(out.is_empty());
+        let out = h.set_watermark(10 * MINUTE)?;
+        assert_eq!(
+            out.to_values(),
+            vec![vec![
+                Value::from("u1"),
+                Value::Timestamp(0),
+                Value::Timestamp(10 * MINUTE),
+                Value::from(-20.0),
+                Value::from(-18.0),
+                Value::from(-19.0),
+                Value::from(2)
+            ]]
+        );
+        // The 0–10 window is final: a reading for it is dropped; 10–20 still counts.
+        h.feed(&row!["u1"], &[row!["u1", -30.0, 9 * MINUTE], row!["u1", -21.0, 12 * MINUTE]])?;
+        assert_eq!(h.value_state::<i64>("late_readings", &row!["u1"])?, Some(1));
+        let out = h.set_watermark(20 * MINUTE)?;
+        assert_eq!(out.to_values()[0][6], Value::from(2));
+        Ok(())
+    }
+}

@@ -1,0 +1,89 @@
+//! What one batch did, measured by the engine (turned into a progress record).
+
+/// Event-time statistics of a batch's input.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EventTimeStats {
+    /// The smallest event time.
+    pub min: Option<i64>,
+    /// The largest event time.
+    pub max: Option<i64>,
+    sum: i128,
+    count: u64,
+}
+
+impl EventTimeStats {
+    /// Adds event times.
+    pub fn add(&mut self, times: impl Iterator<Item = i64>) {
+        for time in times {
+            self.min = Some(self.min.map_or(time, |m| m.min(time)));
+            self.max = Some(self.max.map_or(time, |m| m.max(time)));
+            self.sum += i128::from(time);
+            self.count += 1;
+        }
+    }
+
+    /// The average event time.
+    pub fn avg(&self) -> Option<i64> {
+        (self.count > 0).then(|| (self.sum / i128::from(self.count)) as i64)
+    }
+}
+
+/// What one source contributed to a batch.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SourceMetrics {
+    /// The source's name.
+    pub name: String,
+    /// Rows read (before the watermark filter).
+    pub input_rows: u64,
+    /// Records skipped or dead-lettered.
+    pub bad_records: u64,
+    /// Where the batch started.
+    pub start_offset: serde_json::Value,
+    /// Where it ended.
+    pub end_offset: serde_json::Value,
+}
+
+/// What one batch did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BatchMetrics {
+    /// The batch id.
+    pub batch_id: u64,
+    /// The batch's processing time (microseconds since the epoch).
+    pub processing_time: i64,
+    /// The watermark the batch ran with.
+    pub watermark: Option<i64>,
+    /// Rows read from all sources.
+    pub input_rows: u64,
+    /// Per source.
+    pub sources: Vec<SourceMetrics>,
+    /// Rows dropped as late before the operator.
+    pub rows_dropped_by_watermark: u64,
+    /// Event times of the input.
+    pub event_time: EventTimeStats,
+    /// Keys that had input rows.
+    pub keys_with_input: u64,
+    /// Timers that fired.
+    pub timers_fired: u64,
+    /// Expired state entries evicted.
+    pub entries_evicted: u64,
+    /// State entries written.
+    pub state_rows_updated: u64,
+    /// State entries deleted.
+    pub state_rows_removed: u64,
+    /// Estimated live state entries after the batch.
+    pub state_rows_total: u64,
+    /// State store memory.
+    pub memory_used_bytes: u64,
+    /// Rows written to the sink.
+    pub output_rows: u64,
+    /// Planning (source listing and reading) time.
+    pub plan_ms: u64,
+    /// Operator time.
+    pub operator_ms: u64,
+    /// Sink time.
+    pub sink_ms: u64,
+    /// State commit time.
+    pub commit_ms: u64,
+    /// The whole batch.
+    pub total_ms: u64,
+}

@@ -1,0 +1,210 @@
+//! The file source: JSON-lines or CSV files in a directory (or one file), new files
+//! discovered at every trigger and read in name order, each exactly once.
+//!
+//! Progress, in the committed store (`Cf::Meta`):
+//! `source/<index>/file/<name>` → `{"batch": N}` for every consumed file, and
+//! `source/<index>/files` → `{"committed": count}`.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, anyhow, bail};
+use arrow::compute::concat_batches;
+use arrow::datatypes::SchemaRef;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::dead_letter::DeadLetters;
+use super::listing::{InputFile, file_path, list_files};
+use super::{Source, SourceBatch, meta_key};
+use crate::decode::{check_schema, decode_file};
+use crate::pipeline::{BadRecordPolicy, FileFormat, SourceKind, SourceSpec};
+use crate::state::{Cf, StateStore};
+
+/// Files of one format under one path.
+pub(super) struct FileSource {
+    name: String,
+    schema: SchemaRef,
+    index: usize,
+    format: FileFormat,
+    path: PathBuf,
+    max_files_per_trigger: Option<usize>,
+    on_bad_record: BadRecordPolicy,
+    /// The names present when the source was bound to "available now".
+    bound: Option<BTreeSet<String>>,
+}
+
+/// The committed count of consumed files.
+#[derive(Serialize, Deserialize)]
+struct Count {
+    committed: u64,
+}
+
+/// The batch that consumed a file.
+#[derive(Serialize, Deserialize)]
+struct Consumed {
+    batch: u64,
+}
+
+impl FileSource {
+    /// The file source of `spec` (whose kind must be `Files`), number `index`.
+    pub fn open(spec: &SourceSpec, index: usize) -> Result<Self> {
+        let SourceKind::Files { format, path, max_files_per_trigger } = &spec.kind else {
+            bail!("source '{}' is not a file source", spec.name);
+        };
+        if *max_files_per_trigger == Some(0) {
+            bail!("source '{}': max-files-per-trigger must be at least 1", spec.name);
+        }
+        check_schema(format, &spec.schema).with_context(|| format!("source '{}'", spec.name))?;
+        Ok(Self {
+            name: spec.name.clone(),
+            schema: spec.schema.clone(),
+            index,
+            format: format.clone(),
+            path: path.clone(),
+            max_files_per_trigger: *max_files_per_trigger,
+            on_bad_record: spec.on_bad_record.clone(),
+            bound: None,
+        })
+    }
+
+    fn file_key(&self, name: &str) -> Vec<u8> {
+        meta_key(self.index, &format!("file/{name}"))
+    }
+
+    fn count_key(&self) -> Vec<u8> {
+        meta_key(self.index, "files")
+    }
+
+    fn is_committed(&self, store: &StateStore, name: &str) -> Result<bool> {
+        Ok(store.read(Cf::Meta, &self.file_key(name))?.is_some())
+    }
+
+    fn committed_count(&self, store: &StateStore) -> Result<u64> {
+        let Some(raw) = store.read(Cf::Meta, &self.count_key())? else {
+            return Ok(0);
+        };
+        let count: Count = serde_json::from_slice(&raw)
+            .with_context(|| format!("source '{}': the committed file count in the state store is corrupt", self.name))?;
+        Ok(count.committed)
+    }
+
+    /// The files not committed yet (and within the bound), in name order.
+    fn pending(&self, store: &StateStore) -> Result<Vec<InputFile>> {
+        let mut pending = Vec::new();
+        for file in list_files(&self.path, &self.format).with_context(|| format!("source '{}'", self.name))? {
+            let in_bound = self.bound.as_ref().is_none_or(|bound| bound.contains(&file.name));
+            if in_bound && !self.is_committed(store, &file.name)? {
+                pending.push(file);
+            }
+        }
+        Ok(pending)
+    }
+
+    /// Reads and decodes `files` as batch `batch_id`, applying the bad-record policy.
+    fn read_batch(&self, store: &StateStore, batch_id: u64, files: Vec<InputFile>) -> Result<SourceBatch> {
+        let tolerate_bad = self.on_bad_record != BadRecordPolicy::Fail;
+        let mut dead_letters = DeadLetters::new(&self.name);
+        let mut batches = Vec::with_capacity(files.len());
+        for file in &files {
+            let bytes = std::fs::read(&file.path)
+                .with_context(|| format!("source '{}': cannot read input file {}", self.name, file.path.display()))?;
+            let decoded = decode_file(&self.format, &bytes, &self.schema, &file.path, tolerate_bad)?;
+            dead_letters.add(&file.path, &decoded.bad_records)?;
+            batches.push(decoded.rows);
+        }
+        if let BadRecordPolicy::DeadLetter(dir) = &self.on_bad_record {
+            dead_letters.write(dir, batch_id)?;
+        }
+        let rows = concat_batches(&self.schema, &batches)?;
+        let before = self.committed_count(store)?;
+        let after = before + files.len() as u64;
+        let names: Vec<&str> = files.iter().map(|file| file.name.as_str()).collect();
+        let mut commit = Vec::with_capacity(files.len() + 1);
+        for name in &names {
+            commit.push((self.file_key(name), serde_json::to_vec(&Consumed { batch: batch_id })?));
+        }
+        commit.push((self.count_key(), serde_json::to_vec(&Count { committed: after })?));
+        Ok(SourceBatch {
+            rows,
+            bad_records: dead_letters.count(),
+            start_offset: json!({ "filesCommitted": before }),
+            end_offset: json!({ "filesCommitted": after, "files": names }),
+            commit,
+        })
+    }
+}
+
+impl Source for FileSource {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn bound_to_available_now(&mut self, _store: &StateStore, _now_us: i64) -> Result<()> {
+        let files = list_files(&self.path, &self.format).with_context(|| format!("source '{}'", self.name))?;
+        self.bound = Some(files.into_iter().map(|file| file.name).collect());
+        Ok(())
+    }
+
+    fn next_batch(&mut self, store: &StateStore, batch_id: u64, _now_us: i64) -> Result<Option<SourceBatch>> {
+        let mut files = self.pending(store)?;
+        if let Some(max) = self.max_files_per_trigger {
+            files.truncate(max);
+        }
+        if files.is_empty() {
+            return Ok(None);
+        }
+        self.read_batch(store, batch_id, files).map(Some)
+    }
+
+    fn replan_batch(
+        &mut self,
+        store: &StateStore,
+        batch_id: u64,
+        _now_us: i64,
+        end_offset: &Value,
+    ) -> Result<Option<SourceBatch>> {
+        if end_offset.is_null() {
+            return Ok(None);
+        }
+        let names = end_offset
+            .get("files")
+            .and_then(Value::as_array)
+            .ok_or_else(|| anyhow!("source '{}': batch {batch_id}'s recorded end offset {end_offset} lists no files", self.name))?;
+        let mut files = Vec::with_capacity(names.len());
+        for name in names {
+            let name = name.as_str().ok_or_else(|| {
+                anyhow!("source '{}': batch {batch_id}'s recorded end offset {end_offset} holds a file name that is not text", self.name)
+            })?;
+            if self.is_committed(store, name)? {
+                bail!("source '{}': file {name} of batch {batch_id} is already committed; the batch cannot run again", self.name);
+            }
+            let path = file_path(&self.path, name);
+            if !path.is_file() {
+                bail!(
+                    "source '{}': input file {} of batch {batch_id} is gone; restore it to re-run the batch",
+                    self.name,
+                    path.display()
+                );
+            }
+            files.push(InputFile { name: name.to_string(), path });
+        }
+        self.read_batch(store, batch_id, files).map(Some)
+    }
+
+    fn caught_up(&self, store: &StateStore) -> Result<bool> {
+        let Some(bound) = &self.bound else {
+            return Ok(false);
+        };
+        for name in bound {
+            if !self.is_committed(store, name)? && file_path(&self.path, name).is_file() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}

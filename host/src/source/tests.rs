@@ -1,0 +1,245 @@
+//! Tests of the file source through [`open`], with real files and a real store.
+
+use std::path::{Path, PathBuf};
+
+use arrow::array::{Array, Int64Array, StringArray};
+use serde_json::json;
+
+use super::*;
+use crate::pipeline::{BadRecordPolicy, parse_schema};
+use crate::state::Cf;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    input: PathBuf,
+    root: PathBuf,
+    store: StateStore,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().to_path_buf();
+    let input = root.join("input");
+    std::fs::create_dir(&input).expect("mkdir");
+    let store = StateStore::open(&root.join("state")).expect("store");
+    Fixture { _dir: dir, input, root, store }
+}
+
+fn spec(path: &Path, format: FileFormat, max_files_per_trigger: Option<usize>, policy: BadRecordPolicy) -> SourceSpec {
+    SourceSpec {
+        name: "clicks".into(),
+        kind: SourceKind::Files { format, path: path.to_path_buf(), max_files_per_trigger },
+        schema: parse_schema("user STRING, amount BIGINT").expect("schema"),
+        watermark: None,
+        on_bad_record: policy,
+    }
+}
+
+fn json_spec(path: &Path) -> SourceSpec {
+    spec(path, FileFormat::Json, None, BadRecordPolicy::Fail)
+}
+
+fn write(dir: &Path, name: &str, text: &str) {
+    std::fs::write(dir.join(name), text).expect("write");
+}
+
+fn users(batch: &SourceBatch) -> Vec<String> {
+    let array = batch.rows.column(0).as_any().downcast_ref::<StringArray>().expect("strings");
+    array.iter().map(|user| user.unwrap_or("<null>").to_string()).collect()
+}
+
+fn commit(store: &StateStore, batch: &SourceBatch, batch_id: u64) {
+    let mut txn = store.begin();
+    for (key, value) in &batch.commit {
+        txn.put(Cf::Meta, key.clone(), value.clone());
+    }
+    store.commit(txn, batch_id).expect("commit");
+}
+
+#[test]
+fn discovers_new_files_at_every_call_and_reads_each_once() {
+    let f = fixture();
+    write(&f.input, "a.jsonl", "{\"user\":\"a1\",\"amount\":1}\n{\"user\":\"a2\",\"amount\":2}\n");
+    let mut source = open(&json_spec(&f.input), 3).expect("opens");
+    assert_eq!(source.name(), "clicks");
+    let first = source.next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
+    assert_eq!(users(&first), ["a1", "a2"]);
+    assert_eq!(first.start_offset, json!({"filesCommitted": 0}));
+    assert_eq!(first.end_offset, json!({"filesCommitted": 1, "files": ["a.jsonl"]}));
+    assert!(first.commit.iter().all(|(key, _)| key.starts_with(b"source/3/")));
+    // Not committed: planned again the same way.
+    let again = source.next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
+    assert_eq!((users(&again), again.end_offset), (users(&first), first.end_offset.clone()));
+    commit(&f.store, &first, 0);
+    assert!(source.next_batch(&f.store, 1, 0).expect("plans").is_none());
+    write(&f.input, "b.json", "{\"user\":\"b\",\"amount\":3}\n");
+    write(&f.input, ".c.json", "{\"user\":\"hidden\"}\n");
+    write(&f.input, "d.txt", "{\"user\":\"text\"}\n");
+    let second = source.next_batch(&f.store, 1, 0).expect("plans").expect("a batch");
+    assert_eq!(users(&second), ["b"]);
+    assert_eq!(second.start_offset, json!({"filesCommitted": 1}));
+    commit(&f.store, &second, 1);
+    // A restarted source (same index) sees the committed progress.
+    let mut restarted = open(&json_spec(&f.input), 3).expect("opens");
+    assert!(restarted.next_batch(&f.store, 2, 0).expect("plans").is_none());
+    // Another index has its own progress.
+    let mut other = open(&json_spec(&f.input), 4).expect("opens");
+    assert_eq!(users(&other.next_batch(&f.store, 2, 0).expect("plans").expect("a batch")), ["a1", "a2", "b"]);
+}
+
+#[test]
+fn a_single_file_is_read_once() {
+    let f = fixture();
+    let file = f.input.join("only.txt");
+    write(&f.input, "only.txt", "{\"user\":\"x\"}\n");
+    let mut source = open(&json_spec(&file), 0).expect("opens");
+    let batch = source.next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
+    assert_eq!(users(&batch), ["x"]);
+    assert!(batch.rows.column(1).is_null(0));
+    commit(&f.store, &batch, 0);
+    assert!(source.next_batch(&f.store, 1, 0).expect("plans").is_none());
+}
+
+#[test]
+fn takes_at_most_max_files_per_trigger() {
+    let f = fixture();
+    for name in ["c", "a", "b"] {
+        write(&f.input, &format!("{name}.json"), &format!("{{\"user\":\"{name}\"}}\n"));
+    }
+    let mut source = open(&spec(&f.input, FileFormat::Json, Some(2), BadRecordPolicy::Fail), 0).expect("opens");
+    let first = source.next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
+    assert_eq!(users(&first), ["a", "b"]);
+    commit(&f.store, &first, 0);
+    let second = source.next_batch(&f.store, 1, 0).expect("plans").expect("a batch");
+    assert_eq!(users(&second), ["c"]);
+    assert_eq!(second.end_offset, json!({"filesCommitted": 3, "files": ["c.json"]}));
+}
+
+#[test]
+fn available_now_leaves_later_files_for_a_later_run() {
+    let f = fixture();
+    write(&f.input, "a.json", "{\"user\":\"a\"}\n");
+    write(&f.input, "b.json", "{\"user\":\"b\"}\n");
+    let bounded_spec = spec(&f.input, FileFormat::Json, Some(1), BadRecordPolicy::Fail);
+    let mut source = open(&bounded_spec, 0).expect("opens");
+    assert!(!source.caught_up(&f.store).expect("reads"));
+    source.bound_to_available_now(&f.store, 0).expect("binds");
+    write(&f.input, "aa.json", "{\"user\":\"late\"}\n");
+    let mut seen = Vec::new();
+    let mut batch_id = 0;
+    while !source.caught_up(&f.store).expect("reads") {
+        let batch = source.next_batch(&f.store, batch_id, 0).expect("plans").expect("a batch");
+        seen.extend(users(&batch));
+        commit(&f.store, &batch, batch_id);
+        batch_id += 1;
+    }
+    assert_eq!(seen, ["a", "b"]);
+    assert!(source.next_batch(&f.store, batch_id, 0).expect("plans").is_none());
+    let mut next_run = open(&bounded_spec, 0).expect("opens");
+    next_run.bound_to_available_now(&f.store, 0).expect("binds");
+    assert_eq!(users(&next_run.next_batch(&f.store, batch_id, 0).expect("plans").expect("a batch")), ["late"]);
+}
+
+#[test]
+fn replans_exactly_the_recorded_files() {
+    let f = fixture();
+    write(&f.input, "b.json", "{\"user\":\"b\"}\n");
+    let mut source = open(&json_spec(&f.input), 0).expect("opens");
+    let planned = source.next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
+    // The batch failed; a file arrived before the re-run.
+    write(&f.input, "a.json", "{\"user\":\"a\"}\n");
+    let mut restarted = open(&json_spec(&f.input), 0).expect("opens");
+    let replayed = restarted.replan_batch(&f.store, 0, 0, &planned.end_offset).expect("replans").expect("a batch");
+    assert_eq!(users(&replayed), ["b"]);
+    assert_eq!(replayed.commit, planned.commit);
+    commit(&f.store, &replayed, 0);
+    assert_eq!(users(&restarted.next_batch(&f.store, 1, 0).expect("plans").expect("a batch")), ["a"]);
+    let error = restarted.replan_batch(&f.store, 0, 0, &planned.end_offset).unwrap_err().to_string();
+    assert!(error.contains("already committed"), "{error}");
+}
+
+#[test]
+fn reads_csv_with_a_header() {
+    let f = fixture();
+    write(&f.input, "a.csv", "user;amount\nann;5\n\"bo;b\";\n");
+    write(&f.input, "b.json", "{\"user\":\"json\"}\n");
+    let format = FileFormat::Csv { header: true, delimiter: b';' };
+    let mut source = open(&spec(&f.input, format, None, BadRecordPolicy::Fail), 0).expect("opens");
+    let batch = source.next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
+    assert_eq!(users(&batch), ["ann", "bo;b"]);
+    let amounts = batch.rows.column(1).as_any().downcast_ref::<Int64Array>().expect("ints");
+    assert_eq!((amounts.value(0), amounts.is_null(1)), (5, true));
+}
+
+const MIXED: &str = "{\"user\":\"a\",\"amount\":1}\n{\"user\":\"b\",\"amount\":\"lots\"}\n{\"user\":\"c\",\"amount\":3}\n";
+
+#[test]
+fn fails_on_a_bad_record_naming_file_line_and_reason() {
+    let f = fixture();
+    write(&f.input, "a.json", MIXED);
+    let mut source = open(&json_spec(&f.input), 0).expect("opens");
+    let error = source.next_batch(&f.store, 0, 0).unwrap_err().to_string();
+    let file = f.input.join("a.json");
+    assert_eq!(
+        error,
+        format!(
+            "{}:2: bad record: whilst decoding field 'amount': failed to parse \"lots\" as Int64; \
+             expected a JSON object matching the schema (user STRING, amount BIGINT)",
+            file.display()
+        )
+    );
+    let format = FileFormat::Csv { header: false, delimiter: b',' };
+    write(&f.input, "b.csv", "a,1\nb,x\n");
+    let mut csv = open(&spec(&f.input, format, None, BadRecordPolicy::Fail), 1).expect("opens");
+    let error = csv.next_batch(&f.store, 0, 0).unwrap_err().to_string();
+    assert_eq!(
+        error,
+        format!(
+            "{}:2: bad record: column 'amount': cannot read 'x' as BIGINT; \
+             expected 2 fields separated by ',' matching the schema (user STRING, amount BIGINT)",
+            f.input.join("b.csv").display()
+        )
+    );
+}
+
+#[test]
+fn skips_and_counts_bad_records() {
+    let f = fixture();
+    write(&f.input, "a.json", MIXED);
+    write(&f.input, "b.json", "oops\n{\"user\":\"d\"}\n");
+    let mut source = open(&spec(&f.input, FileFormat::Json, None, BadRecordPolicy::Skip), 0).expect("opens");
+    let batch = source.next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
+    assert_eq!(users(&batch), ["a", "c", "d"]);
+    assert_eq!(batch.bad_records, 2);
+}
+
+#[test]
+fn dead_letters_bad_records_per_batch() {
+    let f = fixture();
+    let letters = f.root.join("dead");
+    write(&f.input, "a.json", MIXED);
+    write(&f.input, "b.json", "{\"user\":\"d\"}\n\nnot json\n");
+    let policy = BadRecordPolicy::DeadLetter(letters.clone());
+    let mut source = open(&spec(&f.input, FileFormat::Json, None, policy), 0).expect("opens");
+    let batch = source.next_batch(&f.store, 7, 0).expect("plans").expect("a batch");
+    assert_eq!(users(&batch), ["a", "c", "d"]);
+    assert_eq!(batch.bad_records, 2);
+    let written = std::fs::read_to_string(letters.join("batch-00007.jsonl")).expect("dead letters");
+    let lines: Vec<serde_json::Value> =
+        written.lines().map(|line| serde_json::from_str(line).expect("json")).collect();
+    assert_eq!(
+        lines,
+        [
+            json!({"source": "clicks", "file": f.input.join("a.json").display().to_string(), "line": 2,
+                   "reason": "whilst decoding field 'amount': failed to parse \"lots\" as Int64",
+                   "record": "{\"user\":\"b\",\"amount\":\"lots\"}"}),
+            json!({"source": "clicks", "file": f.input.join("b.json").display().to_string(), "line": 3,
+                   "reason": lines[1]["reason"], "record": "not json"}),
+        ]
+    );
+    assert!(written.starts_with("{\"source\":\"clicks\",\"file\":"), "{written}");
+    // A replayed batch rewrites the same file, whole.
+    source.next_batch(&f.store, 7, 0).expect("plans");
+    assert_eq!(std::fs::read_to_string(letters.join("batch-00007.jsonl")).expect("dead letters"), written);
+    assert_eq!(std::fs::read_dir(&letters).expect("lists").count(), 1);
+}

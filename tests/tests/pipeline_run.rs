@@ -149,7 +149,7 @@ fn bad_specs_name_the_file_line_and_what_is_expected() {
     let spec = write_spec(dir.path(), &valid_spec(wasm).replace("amount BIGINT", "amount MONEY"));
     assert_eq!(
         stderr(&eddy(&["run", &spec])),
-        format!("error: {spec}:4: source.schema: column 2 ('amount MONEY'): unknown type MONEY; use one of STRING, BIGINT, DOUBLE, BOOLEAN, BINARY, TIMESTAMP\n")
+        format!("error: {spec}:4: source[0].schema: column 2 ('amount MONEY'): unknown type MONEY; use one of STRING, BIGINT, DOUBLE, BOOLEAN, BINARY, TIMESTAMP\n")
     );
 }
 

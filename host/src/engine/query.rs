@@ -81,7 +81,7 @@ impl Query {
         let batch_id = self.next_batch;
         let mut planned = Vec::with_capacity(self.sources.len());
         for source in &mut self.sources {
-            planned.push(source.next_batch(&self.store, batch_id, now).with_context(|| format!("source '{}'", source.name()))?);
+            planned.push(source.next_batch(&self.store, batch_id, now)?);
         }
         let plan_ms = started.elapsed().as_millis() as u64;
         let watermark = self.watermark.current();

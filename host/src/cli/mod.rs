@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+mod progress;
+
 use crate::engine::{RunOptions, run_pipeline};
 use crate::pipeline::Pipeline;
 use crate::wasm::WasmRuntime;
@@ -19,6 +21,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Prints a query's progress records from its checkpoint (JSON lines; --follow for new ones).
+    Progress(progress::ProgressArgs),
     /// Runs a pipeline over its input, then stops.
     Run {
         /// The pipeline spec (TOML).
@@ -42,13 +46,14 @@ impl Cli {
     /// Runs the command.
     pub fn execute(self) -> Result<()> {
         match self.command {
+            Command::Progress(args) => progress::run(&args),
             Command::Run { pipeline, checkpoint, no_module_cache, max_batches, progress } => {
                 let pipeline = Pipeline::load(&pipeline)?;
                 let module_cache = if no_module_cache { None } else { WasmRuntime::default_cache_dir() };
                 let options = RunOptions { checkpoint, module_cache, max_batches };
-                let summary = run_pipeline(&pipeline, &options, |_query, metrics| {
+                let summary = run_pipeline(&pipeline, &options, |_metrics, record| {
                     if progress {
-                        eprintln!("{metrics:?}");
+                        eprintln!("{}", serde_json::to_string(record)?);
                     }
                     Ok(())
                 })?;

@@ -141,9 +141,15 @@ fn record_spans(bytes: &[u8], header: bool, delimiter: u8) -> Vec<Span> {
             // which a byte slice cannot.
             Ok(false) | Err(_) => break,
         }
-        let begin = record.position().map_or(start.byte(), |position| position.byte()) as usize;
-        let line = record.position().map_or(start.line(), |position| position.line()) as usize;
-        spans.push(Span { line, start: begin, end: reader.position().byte() as usize });
+        let mut begin = record.position().map_or(start.byte(), |position| position.byte()) as usize;
+        let mut line = record.position().map_or(start.line(), |position| position.line()) as usize;
+        let end = reader.position().byte() as usize;
+        // The reader's position is before the blank lines it skipped.
+        while begin < end && matches!(bytes[begin], b'\n' | b'\r') {
+            line += usize::from(bytes[begin] == b'\n');
+            begin += 1;
+        }
+        spans.push(Span { line, start: begin, end });
     }
     if header && !spans.is_empty() {
         spans.remove(0);
@@ -198,6 +204,17 @@ mod tests {
                 (7, "3 fields where the schema has 2", "d;3;x"),
             ]
         );
+    }
+
+    #[test]
+    fn blank_lines_are_skipped_and_the_last_line_needs_no_ending() {
+        let schema = parse_schema("user STRING, amount BIGINT").expect("schema");
+        let good = decode(b"a,1\n\nb,2", &schema, false, b',', false).expect("decodes");
+        assert_eq!(strings(&good.rows, 0), [Some("a".into()), Some("b".into())]);
+        let mixed = decode(b"a,1\n\nb,x\n\nc,3", &schema, false, b',', false).expect("decodes");
+        assert_eq!(strings(&mixed.rows, 0), [Some("a".into()), Some("c".into())]);
+        assert_eq!(mixed.bad_records.len(), 1);
+        assert_eq!((mixed.bad_records[0].line, mixed.bad_records[0].record.as_str()), (3, "b,x"));
     }
 
     #[test]

@@ -1,12 +1,17 @@
 //! Separating good records from bad ones once a whole-file decode has failed.
 //!
-//! The file's records are split in halves, recursively: a range that decodes is kept
-//! as one batch, a single record that does not is bad. With few bad records this
-//! decodes the file about twice plus a logarithmic number of small ranges; with many
-//! it degrades gracefully towards one decode per record.
+//! The file's records are decoded again in chunks; a chunk that fails is split in
+//! halves, recursively: a range that decodes is kept as one batch, a single record
+//! that does not is bad. With few bad records this costs about two more decodes of
+//! the file (the chunks, then the halvings of the few bad chunks); with many it
+//! degrades gracefully towards one decode per record.
 
 use arrow::array::RecordBatch;
 use arrow::error::ArrowError;
+
+/// How many records are decoded together before halving starts: small enough that
+/// halving a chunk is cheap, large enough that a good chunk decodes at full speed.
+const RECORDS_PER_CHUNK: usize = 1024;
 
 /// Where one record lies in the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,11 +40,10 @@ where
     F: Fn(&[u8]) -> Result<RecordBatch, ArrowError>,
 {
     let mut search = Search { bytes, spans, decode, first_only, found: Separated { good: Vec::new(), bad: Vec::new() } };
-    if spans.len() > 1 {
-        let middle = spans.len() / 2;
-        let _ = search.run(0, middle) && search.run(middle, spans.len());
-    } else {
-        search.run(0, spans.len());
+    for low in (0..spans.len()).step_by(RECORDS_PER_CHUNK) {
+        if !search.run(low, spans.len().min(low + RECORDS_PER_CHUNK)) {
+            break;
+        }
     }
     search.found
 }
@@ -134,5 +138,21 @@ mod tests {
         assert_eq!(found.bad.len(), 1);
         assert_eq!(found.bad[0].0.line, 3);
         assert!(calls.get() <= 5, "{} decodes", calls.get());
+    }
+
+    #[test]
+    fn a_few_bad_records_in_a_big_file_cost_about_two_more_decodes() {
+        let mut bytes = b"1\n".repeat(100_000);
+        for line in [10, 50_000, 99_999] {
+            bytes[2 * line] = b'9';
+        }
+        let decoded = Cell::new(0);
+        let counting = |range: &[u8]| {
+            decoded.set(decoded.get() + range.len());
+            digits(range)
+        };
+        let found = separate(&bytes, &spans(&bytes), counting, false);
+        assert_eq!(found.bad.len(), 3);
+        assert!(decoded.get() < bytes.len() * 21 / 10, "{} bytes decoded for {}", decoded.get(), bytes.len());
     }
 }

@@ -3,10 +3,11 @@
 
 mod metrics;
 mod query;
+mod report;
 mod run;
 mod watermark;
 
 pub use metrics::{BatchMetrics, EventTimeStats, SourceMetrics};
 pub use query::{Query, operator_id};
-pub use run::{RunOptions, RunSummary, now_micros, open_query, run_pipeline};
+pub use run::{RunOptions, RunSummary, open_query, run_pipeline};
 pub use watermark::WatermarkTracker;

@@ -10,18 +10,20 @@
 //! - once: one batch, then stop.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use arrow::array::RecordBatch;
 
 use super::metrics::BatchMetrics;
 use super::query::{Query, operator_id};
+use super::report::Reporter;
+use crate::progress::{ProgressLog, QueryProgress, new_uuid_v4, now_micros};
 use crate::decode::decode_json_lines;
 use crate::operator::{OperatorOptions, ShardedOperator};
 use crate::pipeline::{Pipeline, TriggerSpec};
 use crate::source::list_input_files;
-use crate::state::StateStore;
+use crate::state::{Cf, StateStore};
 use crate::wasm::WasmRuntime;
 
 /// How to run a pipeline.
@@ -50,11 +52,6 @@ pub struct RunSummary {
 
 /// How long an idle as-fast-as-possible query waits before looking for input again.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
-
-/// The current time in microseconds since the epoch.
-pub fn now_micros() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_micros() as i64)
-}
 
 /// Opens every part of `pipeline` in `checkpoint`.
 pub fn open_query(pipeline: &Pipeline, checkpoint: &Path, module_cache: Option<PathBuf>) -> Result<Query> {
@@ -102,8 +99,25 @@ pub fn open_query(pipeline: &Pipeline, checkpoint: &Path, module_cache: Option<P
     Query::new(pipeline.clone(), store, sources, operator, sink, initial_state)
 }
 
-/// Runs `pipeline` under its trigger; `on_batch` sees every committed batch.
-pub fn run_pipeline(pipeline: &Pipeline, options: &RunOptions, mut on_batch: impl FnMut(&Query, &BatchMetrics) -> Result<()>) -> Result<RunSummary> {
+const QUERY_ID: &[u8] = b"engine/query-id";
+
+/// The query's id, kept in the store (made on the first run).
+fn query_id(store: &StateStore) -> Result<String> {
+    if let Some(id) = store.read(Cf::Meta, QUERY_ID)? {
+        return Ok(String::from_utf8_lossy(&id).into_owned());
+    }
+    let id = new_uuid_v4()?;
+    store.write_meta(QUERY_ID, id.as_bytes())?;
+    Ok(id)
+}
+
+/// Runs `pipeline` under its trigger; every committed batch's progress record is
+/// appended under the checkpoint's `progress/`, and `on_batch` sees it.
+pub fn run_pipeline(
+    pipeline: &Pipeline,
+    options: &RunOptions,
+    mut on_batch: impl FnMut(&BatchMetrics, &QueryProgress) -> Result<()>,
+) -> Result<RunSummary> {
     let temporary;
     let checkpoint = match options.checkpoint.as_ref().or(pipeline.checkpoint.as_ref()) {
         Some(dir) => dir.clone(),
@@ -113,6 +127,13 @@ pub fn run_pipeline(pipeline: &Pipeline, options: &RunOptions, mut on_batch: imp
         }
     };
     let mut query = open_query(pipeline, &checkpoint, options.module_cache.clone())?;
+    let progress_log = ProgressLog::new(&checkpoint);
+    let mut reporter = Reporter {
+        query_id: query_id(&query.store)?,
+        run_id: new_uuid_v4()?,
+        sink: query.sink.description(),
+        previous_start: None,
+    };
     let trigger = pipeline.trigger;
     if matches!(trigger, TriggerSpec::AvailableNow | TriggerSpec::Once) {
         let now = now_micros();
@@ -140,7 +161,9 @@ pub fn run_pipeline(pipeline: &Pipeline, options: &RunOptions, mut on_batch: imp
                 summary.input_rows += metrics.input_rows;
                 summary.output_rows += metrics.output_rows;
                 summary.rows_dropped_by_watermark += metrics.rows_dropped_by_watermark;
-                on_batch(&query, metrics)?;
+                let record = reporter.record(pipeline, metrics);
+                progress_log.append(&record)?;
+                on_batch(metrics, &record)?;
                 if let TriggerSpec::ProcessingTime(interval) = trigger
                     && Duration::from_millis(metrics.total_ms) > interval
                 {

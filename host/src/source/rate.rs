@@ -261,7 +261,7 @@ mod tests {
         // A restarted source continues where the commit left off.
         let mut restarted = RateSource::open(&spec(3, Some(1_000_000)), 0).expect("opens");
         assert!(restarted.next_batch(&store, 1, 2_100_000).expect("plans").is_none());
-        let second = restarted.next_batch(&store, 1, 2_400_000).expect("plans").expect("rows");
+        let second = restarted.next_batch(&store, 1, 2_700_000).expect("plans").expect("rows");
         assert_eq!(column(&second, 1), [3, 4]);
         assert_eq!(column(&second, 0), [2_000_000, 2_333_333]);
         assert_eq!(second.start_offset, json!({"value": 3}));

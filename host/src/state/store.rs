@@ -133,6 +133,13 @@ impl StateStore {
         self.db.cf_handle(cf.name()).and_then(|handle| self.db.property_int_value_cf(handle, property).ok().flatten()).unwrap_or(0)
     }
 
+    /// Writes one metadata entry durably, outside any batch.
+    pub fn write_meta(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut options = WriteOptions::default();
+        options.set_sync(true);
+        Ok(self.db.put_cf_opt(self.cf_handle(Cf::Meta.name())?, key, value, &options)?)
+    }
+
     /// The committed value at `key` (ignoring any open transaction).
     pub fn read(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
         Ok(self.db.get_cf(self.cf_handle(cf.name())?, key)?)

@@ -1,0 +1,94 @@
+//! Turning a batch's metrics into a progress record with Spark's field names.
+
+use std::collections::BTreeMap;
+
+use super::metrics::BatchMetrics;
+use crate::pipeline::{Pipeline, SourceKind};
+use crate::progress::{
+    EventTimeProgress, QueryProgress, SinkProgress, SourceProgress, StateOperatorProgress, format_micros_iso,
+    rows_per_second,
+};
+
+/// Who is reporting: the query's stable id, this run's id, and the sink.
+pub struct Reporter {
+    /// Stable across restarts of the query (kept in the checkpoint).
+    pub query_id: String,
+    /// New for every run.
+    pub run_id: String,
+    /// The sink's description.
+    pub sink: String,
+    /// When the previous batch started (for the input rate).
+    pub previous_start: Option<i64>,
+}
+
+fn source_description(pipeline: &Pipeline, index: usize) -> String {
+    match &pipeline.sources[index].kind {
+        SourceKind::Files { path, .. } => format!("FileSource[{}]", path.display()),
+        SourceKind::Rate { rows_per_second, .. } => format!("RateSource[rowsPerSecond={rows_per_second}]"),
+    }
+}
+
+impl Reporter {
+    /// The progress record of one batch.
+    pub fn record(&mut self, pipeline: &Pipeline, metrics: &BatchMetrics) -> QueryProgress {
+        let since_previous_ms = self.previous_start.map_or(0, |start| ((metrics.processing_time - start) / 1000).max(0) as u64);
+        self.previous_start = Some(metrics.processing_time);
+        let input_rate = |rows| if since_previous_ms == 0 { 0.0 } else { rows_per_second(rows, since_previous_ms) };
+        let duration_ms = BTreeMap::from([
+            ("triggerExecution".to_string(), metrics.total_ms),
+            ("getBatch".to_string(), metrics.plan_ms),
+            ("addBatch".to_string(), metrics.operator_ms + metrics.sink_ms),
+            ("commitOffsets".to_string(), metrics.commit_ms),
+        ]);
+        let custom_metrics = BTreeMap::from([
+            ("numKeysWithInput".to_string(), metrics.keys_with_input as i64),
+            ("numTimersFired".to_string(), metrics.timers_fired as i64),
+            ("numExpiredEntriesEvicted".to_string(), metrics.entries_evicted as i64),
+        ]);
+        let sources = metrics
+            .sources
+            .iter()
+            .enumerate()
+            .map(|(index, source)| SourceProgress {
+                description: source_description(pipeline, index),
+                start_offset: source.start_offset.clone(),
+                end_offset: source.end_offset.clone(),
+                latest_offset: serde_json::Value::Null,
+                num_input_rows: source.input_rows,
+                input_rows_per_second: input_rate(source.input_rows),
+                processed_rows_per_second: rows_per_second(source.input_rows, metrics.total_ms),
+                metrics: BTreeMap::from([("numBadRecords".to_string(), source.bad_records.to_string())]),
+            })
+            .collect();
+        QueryProgress {
+            id: self.query_id.clone(),
+            run_id: self.run_id.clone(),
+            name: pipeline.name.clone(),
+            timestamp: format_micros_iso(metrics.processing_time),
+            batch_id: metrics.batch_id,
+            batch_duration: metrics.total_ms,
+            num_input_rows: metrics.input_rows,
+            input_rows_per_second: input_rate(metrics.input_rows),
+            processed_rows_per_second: rows_per_second(metrics.input_rows, metrics.total_ms),
+            duration_ms,
+            event_time: EventTimeProgress::from_micros(
+                metrics.event_time.min,
+                metrics.event_time.max,
+                metrics.event_time.avg(),
+                metrics.watermark,
+            ),
+            state_operators: vec![StateOperatorProgress {
+                operator_name: "transformWithState".into(),
+                num_rows_total: metrics.state_rows_total,
+                num_rows_updated: metrics.state_rows_updated,
+                num_rows_removed: metrics.state_rows_removed,
+                num_rows_dropped_by_watermark: metrics.rows_dropped_by_watermark,
+                memory_used_bytes: metrics.memory_used_bytes,
+                commit_time_ms: metrics.commit_ms,
+                custom_metrics,
+            }],
+            sources,
+            sink: SinkProgress { description: self.sink.clone(), num_output_rows: metrics.output_rows, metrics: BTreeMap::new() },
+        }
+    }
+}

@@ -9,7 +9,7 @@ GUEST_CRATES := running-count alert-suppression freezer-stats scripted noop boun
 GUEST_WASM   := running_count alert_suppression freezer_stats scripted noop boundary_probe future_contract
 WASM_DIR     := build/wasm
 
-.PHONY: deps guests build demo test bench clean
+.PHONY: deps guests build demo test bench bench-e2e clean
 
 deps:
 	@scripts/install-deps.sh
@@ -31,6 +31,10 @@ test: guests build
 
 bench: guests
 	cargo bench -p eddy
+	scripts/bench-e2e.sh
+
+bench-e2e: guests
+	scripts/bench-e2e.sh
 
 clean:
 	rm -rf build

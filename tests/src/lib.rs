@@ -83,6 +83,8 @@ pub struct Scripted {
     pub store: StateStore,
     /// The operator.
     pub operator: WasmOperator,
+    /// How many expired state entries the last batch evicted.
+    pub last_evicted: u64,
     next_batch: u64,
     _dir: Option<tempfile::TempDir>,
 }
@@ -112,7 +114,7 @@ impl Scripted {
         };
         let operator = WasmOperator::open(module, &scripted_schema(), options).expect("operator opens");
         let next_batch = store.committed_batch().expect("readable").map_or(0, |id| id + 1);
-        Self { store, operator, next_batch, _dir: None }
+        Self { store, operator, last_evicted: 0, next_batch, _dir: None }
     }
 
     /// Runs `commands` as one batch at processing time `now_ms`, commits it, and
@@ -143,6 +145,7 @@ impl Scripted {
             watermark: watermark_ms.map(|w| w * 1000),
         };
         let output = self.operator.run_batch(self.store.begin(), &input, time)?;
+        self.last_evicted = output.entries_evicted;
         self.store.commit(output.txn, self.next_batch)?;
         self.next_batch += 1;
         let mut rows = Vec::new();

@@ -1,7 +1,6 @@
 //! The engine under each trigger, with several sources and their watermarks.
 
 use std::path::Path;
-use std::time::Duration;
 
 use eddy::engine::{BatchMetrics, RunOptions, RunSummary, run_pipeline};
 use eddy::pipeline::Pipeline;
@@ -66,24 +65,30 @@ fn available_now_drains_what_is_there_in_limited_batches_then_stops() {
 fn as_fast_as_possible_picks_up_files_that_arrive_while_it_runs() {
     let dir = tempfile::tempdir().expect("temp dir");
     purchases(dir.path(), 1);
+    let file = dir.path().join("pipeline.toml");
+    std::fs::write(&file, running_count_spec("", "")).expect("spec");
+    let pipeline = Pipeline::load(&file).expect("valid spec");
+    let options = RunOptions { checkpoint: Some(dir.path().join("checkpoint")), max_batches: Some(2), ..RunOptions::default() };
     let late_file = dir.path().join("input/late.jsonl");
-    let writer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(400));
-        std::fs::write(late_file, "{\"user\":\"late\",\"amount\":7}\n").expect("file");
-    });
-    let spec = running_count_spec("", "");
-    let (summary, batches) = run(dir.path(), &spec, RunOptions { max_batches: Some(2), ..RunOptions::default() });
-    writer.join().expect("writer");
+    let mut inputs = Vec::new();
+    let summary = run_pipeline(&pipeline, &options, |metrics, _| {
+        inputs.push(metrics.input_rows);
+        // A file arrives while the query is running (after its first batch).
+        if metrics.batch_id == 0 {
+            std::fs::write(&late_file, "{\"user\":\"late\",\"amount\":7}\n")?;
+        }
+        Ok(())
+    })
+    .expect("the query runs");
     assert_eq!(summary.batches, 2);
-    assert_eq!(batches[1].input_rows, 1, "the late file is the second batch");
+    assert_eq!(inputs, vec![2, 1], "the late file is the second batch");
 }
 
 #[test]
 fn processing_time_batches_start_an_interval_apart() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let wasm = repo_root().join("build/wasm/running_count.wasm");
-    // A rate source makes new rows all the time; key them by value parity via a user column is not
-    // possible, so run-count keys on the generated value itself.
+    let wasm = repo_root().join("build/wasm/noop.wasm");
+    // A rate source makes new rows all the time.
     let spec = format!(
         "[[source]]\nformat = \"rate\"\nrows-per-second = 200\n\n\
          [operator]\nmodule = {wasm:?}\nkey = [\"value\"]\noutput-mode = \"update\"\n\n\
@@ -134,7 +139,7 @@ fn the_query_watermark_is_the_slowest_source_s() {
     two_sources(dir.path());
     let (summary, batches) = run(dir.path(), &alert_spec("min"), RunOptions::default());
     assert_eq!(summary.rows_dropped_by_watermark, 0, "09:30 is not late for a 09:00 watermark");
-    let nine = 1_763_024_400_000_000; // 2026-11-13T09:00:00Z
+    let nine = 1_794_560_400_000_000; // 2026-11-13T09:00:00Z
     assert_eq!(batches[1].watermark, Some(nine));
 }
 
@@ -145,4 +150,34 @@ fn with_the_max_policy_the_fastest_source_sets_the_watermark() {
     let (summary, batches) = run(dir.path(), &alert_spec("max"), RunOptions::default());
     assert_eq!(summary.rows_dropped_by_watermark, 1, "09:30 is late for a 10:00 watermark");
     assert_eq!(batches[1].rows_dropped_by_watermark, 1);
+}
+
+#[test]
+fn every_batch_leaves_a_progress_record_with_spark_s_fields() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    two_sources(dir.path());
+    let (_, batches) = run(dir.path(), &alert_spec("max"), RunOptions::default());
+    let log = eddy::progress::ProgressLog::open_existing(&dir.path().join("checkpoint")).expect("progress");
+    let records = log.all().expect("records");
+    assert_eq!(records.len(), batches.len());
+    let second: serde_json::Value = serde_json::to_value(&records[1]).expect("json");
+    assert_eq!(second["batchId"], 1);
+    assert_eq!(second["numInputRows"], 1);
+    assert_eq!(second["stateOperators"][0]["numRowsDroppedByWatermark"], 1);
+    assert_eq!(second["sources"][0]["numInputRows"], 1);
+    assert_eq!(second["sources"][1]["numInputRows"], 0);
+    assert_eq!(second["eventTime"]["watermark"], "2026-11-13T10:00:00.000Z");
+    assert_eq!(second["sink"]["numOutputRows"], batches[1].output_rows);
+    assert_eq!(records[0].id, records[1].id, "one query id");
+    let first: serde_json::Value = serde_json::to_value(&records[0]).expect("json");
+    assert_eq!(first["numInputRows"], 2);
+    assert_eq!(first["eventTime"]["max"], "2026-11-13T10:00:00.000Z");
+    assert!(first["durationMs"]["triggerExecution"].is_u64());
+    // `eddy progress` prints the last record.
+    let printed = std::process::Command::new(eddy_tests::eddy_bin())
+        .args(["progress", dir.path().join("checkpoint").to_str().expect("path"), "--last", "1"])
+        .output()
+        .expect("eddy progress runs");
+    let line: serde_json::Value = serde_json::from_slice(&printed.stdout).expect("one JSON record");
+    assert_eq!(line["batchId"], records.last().expect("records").batch_id);
 }

@@ -140,6 +140,31 @@ fn ttl_hides_expired_values_of_every_kind() {
 }
 
 #[test]
+fn expired_entries_are_evicted_from_the_store_by_batch_time() {
+    use eddy::state::Cf;
+    let vars = config("none", &[("v", "value", Some(500)), ("l", "list", Some(500)), ("m", "map", Some(500)), ("keep", "value", None)]);
+    let mut p = Scripted::new(vars, InstanceLimits::default());
+    p.run(1_000, &[
+        cmd("a", "value.set", "v").v("x"),
+        cmd("a", "list.append", "l").v("first"),
+        cmd("a", "map.put", "m").k("k").v("1"),
+        cmd("a", "value.set", "keep").v("forever"),
+    ])
+    .expect("batch 0");
+    p.run(1_200, &[cmd("a", "list.append", "l").v("second")]).expect("batch 1");
+    let entries = |p: &Scripted| p.store.begin().scan_prefix(Cf::State, &[]).expect("scan").len();
+    assert_eq!(entries(&p), 4);
+    assert_eq!(p.last_evicted, 0);
+    // 1.5 s: the value, the first list element and the map entry expire; no input is needed.
+    p.run(1_500, &[]).expect("batch 2");
+    assert_eq!(p.last_evicted, 3);
+    assert_eq!(entries(&p), 2, "the untimed value and the list with its live element remain");
+    p.run(1_700, &[]).expect("batch 3");
+    assert_eq!((p.last_evicted, entries(&p)), (1, 1));
+    assert!(p.store.begin().scan_prefix(Cf::TtlIndex, &[]).expect("scan").is_empty(), "the TTL index is emptied too");
+}
+
+#[test]
 fn processing_time_timers_are_per_key_and_fire_in_order() {
     let mut p = Scripted::new(config("processing-time", &[]), InstanceLimits::default());
     p.run(1_000, &[

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# End-to-end throughput of a release build: EVENTS JSON-lines purchase events
+# (default 2 M) over KEYS users (default 100 k) in FILES files, read by a file source
+# (MAX_FILES per batch), through the running-count processor, to a Parquet sink.
+# Prints events per second and the peak resident memory of the eddy process.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+EVENTS=${EVENTS:-2000000}
+KEYS=${KEYS:-100000}
+FILES=${FILES:-20}
+MAX_FILES=${MAX_FILES:-4}
+target=${CARGO_TARGET_DIR:-target}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+python3 - "$work/input" "$EVENTS" "$KEYS" "$FILES" <<'PY'
+import os, random, sys
+out, events, keys, files = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+os.makedirs(out)
+rng = random.Random(42)
+per_file = events // files
+for f in range(files):
+    lines = [f'{{"user":"user-{rng.randrange(keys):06d}","amount":{rng.randrange(1, 100)}}}\n' for _ in range(per_file)]
+    with open(f"{out}/part-{f:04d}.jsonl", "w") as handle:
+        handle.writelines(lines)
+PY
+
+cat > "$work/pipeline.toml" <<TOML
+name = "bench-e2e"
+
+[[source]]
+format = "json"
+path = "input"
+max-files-per-trigger = $MAX_FILES
+schema = "user STRING, amount BIGINT"
+
+[operator]
+module = "$PWD/build/wasm/running_count.wasm"
+key = ["user"]
+output-mode = "update"
+
+[sink]
+format = "parquet"
+path = "out"
+
+[trigger]
+available-now = true
+TOML
+
+cargo build --release -p eddy --quiet
+input_bytes=$(du -sb "$work/input" | cut -f1)
+/usr/bin/time -v "$target/release/eddy" run "$work/pipeline.toml" --checkpoint "$work/checkpoint" 2> "$work/time.txt" || {
+  cat "$work/time.txt"; exit 1; }
+seconds=$(grep "Elapsed (wall clock)" "$work/time.txt" | awk '{print $NF}' | awk -F: '{ if (NF == 3) print $1*3600 + $2*60 + $3; else print $1*60 + $2 }')
+peak_kb=$(grep "Maximum resident set size" "$work/time.txt" | awk '{print $NF}')
+output_rows=$(grep -o "[0-9]* output rows" "$work/time.txt" | awk '{print $1}')
+echo "events:            $EVENTS ($KEYS keys, $FILES files, $MAX_FILES files per batch, $((input_bytes / 1048576)) MiB of JSON)"
+echo "output rows:       $output_rows (Parquet)"
+echo "wall time:         ${seconds} s"
+echo "throughput:        $(python3 -c "print(f'{$EVENTS / $seconds / 1e6:.2f} M events/s')")"
+echo "peak memory (RSS): $((peak_kb / 1024)) MiB"

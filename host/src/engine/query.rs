@@ -106,6 +106,17 @@ impl Query {
         Ok(!Timers::due(&self.store.begin(), OPERATOR_ID, deadline)?.is_empty())
     }
 
+    /// How many files the bounded file sources have left (None when none counts).
+    pub fn files_left(&self) -> Result<Option<u64>> {
+        let mut total = None;
+        for source in &self.sources {
+            if let Some(left) = source.files_left(&self.store)? {
+                total = Some(total.unwrap_or(0) + left);
+            }
+        }
+        Ok(total)
+    }
+
     /// Whether every bounded source has committed everything up to its bound.
     pub fn caught_up(&self) -> Result<bool> {
         for source in &self.sources {

@@ -18,7 +18,7 @@ use arrow::array::RecordBatch;
 use super::metrics::BatchMetrics;
 use super::query::{Query, operator_id};
 use super::report::Reporter;
-use crate::progress::{ProgressLog, QueryProgress, new_uuid_v4, now_micros};
+use crate::progress::{Bar, ProgressLog, QueryProgress, new_uuid_v4, now_micros};
 use crate::decode::decode_json_lines;
 use crate::operator::{OperatorOptions, ShardedOperator};
 use crate::pipeline::{Pipeline, TriggerSpec};
@@ -141,6 +141,11 @@ pub fn run_pipeline(
             source.bound_to_available_now(&query.store, now)?;
         }
     }
+    // A long available-now run shows a bar of the files it works through (on a terminal).
+    let mut bar = match (trigger, query.files_left()?) {
+        (TriggerSpec::AvailableNow, Some(total)) if total > 0 => Some((Bar::new(total, "files"), total)),
+        _ => None,
+    };
     let mut summary = RunSummary::default();
     let mut next_start = now_micros();
     loop {
@@ -163,6 +168,9 @@ pub fn run_pipeline(
                 summary.rows_dropped_by_watermark += metrics.rows_dropped_by_watermark;
                 let record = reporter.record(pipeline, metrics);
                 progress_log.append(&record)?;
+                if let (Some((bar, total)), Some(left)) = (bar.as_mut(), query.files_left()?) {
+                    bar.set(total.saturating_sub(left));
+                }
                 on_batch(metrics, &record)?;
                 if let TriggerSpec::ProcessingTime(interval) = trigger
                     && Duration::from_millis(metrics.total_ms) > interval
@@ -187,6 +195,9 @@ pub fn run_pipeline(
         if done {
             break;
         }
+    }
+    if let Some((mut bar, _)) = bar {
+        bar.finish();
     }
     query.operator.close()?;
     Ok(summary)

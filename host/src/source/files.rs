@@ -197,14 +197,19 @@ impl Source for FileSource {
     }
 
     fn caught_up(&self, store: &StateStore) -> Result<bool> {
+        Ok(self.files_left(store)? == Some(0))
+    }
+
+    fn files_left(&self, store: &StateStore) -> Result<Option<u64>> {
         let Some(bound) = &self.bound else {
-            return Ok(false);
+            return Ok(None);
         };
+        let mut left = 0;
         for name in bound {
             if !self.is_committed(store, name)? && file_path(&self.path, name).is_file() {
-                return Ok(false);
+                left += 1;
             }
         }
-        Ok(true)
+        Ok(Some(left))
     }
 }

@@ -83,6 +83,12 @@ pub trait Source: Send {
     /// Whether everything up to the available-now bound has been committed (false
     /// when unbounded).
     fn caught_up(&self, store: &StateStore) -> Result<bool>;
+
+    /// How many files are left up to the available-now bound (`None` when the source
+    /// is unbounded or does not count in files).
+    fn files_left(&self, _store: &StateStore) -> Result<Option<u64>> {
+        Ok(None)
+    }
 }
 
 /// Opens source number `index` of the pipeline (its meta keys are namespaced by

@@ -160,38 +160,38 @@ pub fn run_pipeline(
             next_start += interval.as_micros() as i64;
         }
         let ran = query.try_run_batch(now_micros())?;
-        match &ran {
-            Some(metrics) => {
-                summary.batches += 1;
-                summary.input_rows += metrics.input_rows;
-                summary.output_rows += metrics.output_rows;
-                summary.rows_dropped_by_watermark += metrics.rows_dropped_by_watermark;
-                let record = reporter.record(pipeline, metrics);
-                progress_log.append(&record)?;
-                if let (Some((bar, total)), Some(left)) = (bar.as_mut(), query.files_left()?) {
-                    bar.set(total.saturating_sub(left));
-                }
-                on_batch(metrics, &record)?;
-                if let TriggerSpec::ProcessingTime(interval) = trigger
-                    && Duration::from_millis(metrics.total_ms) > interval
-                {
-                    crate::log::warn(&format!(
-                        "batch {} took {} ms, longer than the trigger interval of {} ms; the next batch starts now",
-                        metrics.batch_id,
-                        metrics.total_ms,
-                        interval.as_millis()
-                    ));
-                    next_start = now_micros();
-                }
+        if let Some(metrics) = &ran {
+            summary.batches += 1;
+            summary.input_rows += metrics.input_rows;
+            summary.output_rows += metrics.output_rows;
+            summary.rows_dropped_by_watermark += metrics.rows_dropped_by_watermark;
+            let record = reporter.record(pipeline, metrics);
+            progress_log.append(&record)?;
+            if let (Some((bar, total)), Some(left)) = (bar.as_mut(), query.files_left()?) {
+                bar.set(total.saturating_sub(left));
             }
-            None if trigger == TriggerSpec::AsFastAsPossible => std::thread::sleep(POLL_INTERVAL),
-            None => {}
+            on_batch(metrics, &record)?;
+            if let TriggerSpec::ProcessingTime(interval) = trigger
+                && Duration::from_millis(metrics.total_ms) > interval
+            {
+                crate::log::warn(&format!(
+                    "batch {} took {} ms, longer than the trigger interval of {} ms; the next batch starts now",
+                    metrics.batch_id,
+                    metrics.total_ms,
+                    interval.as_millis()
+                ));
+                next_start = now_micros();
+            }
         }
         let done = match trigger {
             TriggerSpec::Once => true,
             TriggerSpec::AvailableNow => ran.is_none() && query.caught_up()?,
             TriggerSpec::AsFastAsPossible | TriggerSpec::ProcessingTime(_) => false,
         };
+        let idle = ran.is_none() && matches!(trigger, TriggerSpec::AsFastAsPossible | TriggerSpec::AvailableNow);
+        if idle && !done {
+            std::thread::sleep(POLL_INTERVAL);
+        }
         if done {
             break;
         }

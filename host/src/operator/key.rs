@@ -3,7 +3,7 @@
 //! A key part is a tag byte and a payload; integers and timestamps are big-endian
 //! with the sign bit flipped, so keys of one type sort in value order.
 
-use arrow::array::ArrayRef;
+use arrow::array::{Array, ArrayRef, Int64Array, StringArray};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::state::layout::{from_sortable_i64, sortable_i64};
@@ -18,11 +18,26 @@ const UTF8: u8 = 4;
 const BINARY: u8 = 5;
 const TIMESTAMP: u8 = 6;
 
-/// Appends the encoding of row `row` of the key columns to `out`.
+/// Appends the encoding of row `row` of the key columns to `out` (strings and
+/// integers straight from the arrays, without building scalars).
 pub fn encode_row(columns: &[ArrayRef], row: usize, out: &mut Vec<u8>) {
     for column in columns {
-        encode_scalar(&scalar_at(column, row), out);
+        if column.is_null(row) {
+            out.push(NULL);
+        } else if let Some(strings) = column.as_any().downcast_ref::<StringArray>() {
+            var_len(UTF8, strings.value(row).as_bytes(), out);
+        } else if let Some(integers) = column.as_any().downcast_ref::<Int64Array>() {
+            out.push(INT64);
+            out.extend_from_slice(&sortable_i64(integers.value(row)));
+        } else {
+            encode_scalar(&scalar_at(column, row), out);
+        }
     }
+}
+
+/// The hash of an encoded key; its key group is this modulo the key-group count.
+pub fn hash(encoded: &[u8]) -> u64 {
+    xxh3_64(encoded)
 }
 
 /// Encodes a whole key.
@@ -92,25 +107,12 @@ pub fn decode(mut raw: &[u8]) -> Option<Vec<Scalar>> {
 
 /// The key group an encoded key belongs to (stable across runs and versions).
 pub fn key_group(encoded: &[u8], key_groups: u16) -> u16 {
-    (xxh3_64(encoded) % u64::from(key_groups.max(1))) as u16
+    group_of_hash(hash(encoded), key_groups)
 }
 
-/// The key as a user would write it, e.g. `["alice", 3]`.
-pub fn label(key: &[Scalar]) -> String {
-    let parts: Vec<serde_json::Value> = key.iter().map(scalar_json).collect();
-    serde_json::Value::Array(parts).to_string()
-}
-
-/// A scalar as JSON (timestamps as microseconds, bytes as an array of numbers).
-pub fn scalar_json(value: &Scalar) -> serde_json::Value {
-    match value {
-        Scalar::Null => serde_json::Value::Null,
-        Scalar::Boolean(b) => (*b).into(),
-        Scalar::Int64(v) | Scalar::Timestamp(v) => (*v).into(),
-        Scalar::Float64(v) => serde_json::Number::from_f64(*v).map_or(serde_json::Value::Null, Into::into),
-        Scalar::Utf8(s) => s.clone().into(),
-        Scalar::Binary(b) => b.clone().into(),
-    }
+/// The key group of a key with hash `hash`.
+pub fn group_of_hash(hash: u64, key_groups: u16) -> u16 {
+    (hash % u64::from(key_groups.max(1))) as u16
 }
 
 #[cfg(test)]
@@ -136,6 +138,6 @@ mod tests {
     #[test]
     fn integer_keys_sort_by_value() {
         assert!(encode(&[Scalar::Int64(-1)]) < encode(&[Scalar::Int64(1)]));
-        assert_eq!(label(&[Scalar::Utf8("a".into()), Scalar::Int64(2)]), r#"["a",2]"#);
+        assert_eq!(crate::wasm::rows::key_label(&[Scalar::Utf8("a".into()), Scalar::Int64(2)]), r#"["a",2]"#);
     }
 }

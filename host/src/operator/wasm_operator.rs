@@ -2,6 +2,7 @@
 //! processor once per key, fires due timers, and collects the rows it returns.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -11,7 +12,7 @@ use arrow::datatypes::{Field as ArrowField, Schema, SchemaRef};
 
 use super::key;
 use crate::state::{KeyScope, StateTxn, Timers, VariableDecl, evict_expired};
-use crate::wasm::rows::{arrow_type, contract_type, gather, to_record_batch};
+use crate::wasm::rows::{OutputRows, arrow_type, contract_type, gather, key_label};
 use crate::wasm::{
     ExpiredTimer, Field, InitContext, InstanceLimits, Module, OutputMode, ProcessorInstance, ProcessorSpec, RowBatch,
     Scalar, TimeMode, TimerValues,
@@ -147,11 +148,13 @@ impl WasmOperator {
     /// keys of this instance's key groups).
     pub fn run_grouped(&mut self, txn: StateTxn, input: &RecordBatch, groups: &[KeyRows], time: BatchTime) -> Result<OperatorOutput> {
         self.instance.start_batch(txn, time.processing_time, time.batch_id);
-        let result = self.run_keys(input, groups, time).and_then(|rows| {
-            let (timer_rows, timers_fired) = self.fire_timers(time)?;
+        let mut outputs = OutputRows::new(self.output_schema.clone());
+        let result = self.run_keys(input, groups, time, &mut outputs).and_then(|()| {
+            let timers_fired = self.fire_timers(time, &mut outputs)?;
             let txn = self.instance.txn_mut().context("no state transaction during the batch")?;
             let evicted = evict_expired(txn, self.options.operator_id, &self.options.key_group_range, time.processing_time)?;
-            Ok((rows.into_iter().chain(timer_rows).collect(), timers_fired, evicted))
+            let rows = outputs.finish().map_err(|problem| anyhow!("module '{}' returned unusable rows: {problem}", self.module_name))?;
+            Ok((rows.into_iter().collect(), timers_fired, evicted))
         });
         let txn = self.instance.finish_batch().context("the batch's state transaction went missing")?;
         let (rows, timers_fired, entries_evicted) = result?;
@@ -183,7 +186,7 @@ impl WasmOperator {
             let groups = group_by_key(rows, &key_indices, self.options.key_groups);
             let owned = groups.into_iter().filter(|(key_group, ..)| self.options.key_group_range.contains(key_group));
             for (key_group, encoded, indices) in owned.collect::<Vec<_>>() {
-                let (key_values, _) = self.enter_key(self.scope(key_group, encoded, time))?;
+                let key_values = self.enter_key(self.scope(key_group, encoded, time))?;
                 self.instance.handle_initial_state(&key_values, &gather(rows, &indices), Self::timer_values(time))?;
             }
             Ok(())
@@ -196,38 +199,35 @@ impl WasmOperator {
         KeyScope::new(self.options.operator_id, key_group, encoded, time.processing_time)
     }
 
-    /// Makes `scope` the current key; returns the key's values and its label.
-    fn enter_key(&mut self, scope: KeyScope) -> Result<(Vec<Scalar>, String)> {
+    /// Makes `scope` the current key; returns the key's values.
+    fn enter_key(&mut self, scope: KeyScope) -> Result<Vec<Scalar>> {
         let key_values = key::decode(scope.key()).context("a grouping key in the state store is corrupt")?;
-        let label = key::label(&key_values);
-        self.instance.set_key(scope, label.clone());
-        Ok((key_values, label))
+        self.instance.set_key(scope, key_values.clone());
+        Ok(key_values)
     }
 
-    fn run_keys(&mut self, input: &RecordBatch, groups: &[KeyRows], time: BatchTime) -> Result<Vec<RecordBatch>> {
-        let mut outputs = Vec::new();
+    fn run_keys(&mut self, input: &RecordBatch, groups: &[KeyRows], time: BatchTime, outputs: &mut OutputRows) -> Result<()> {
         for (key_group, encoded, rows) in groups {
-            let (key_values, label) = self.enter_key(self.scope(*key_group, encoded.clone(), time))?;
+            let key_values = self.enter_key(self.scope(*key_group, encoded.clone(), time))?;
             let batch = gather(input, rows);
             let returned = self.instance.handle_input_rows(&key_values, &batch, Self::timer_values(time))?;
-            self.collect(returned, "handle-input-rows", &label, &mut outputs)?;
+            self.collect(returned, "handle-input-rows", &key_values, outputs)?;
         }
-        Ok(outputs)
+        Ok(())
     }
 
-    fn fire_timers(&mut self, time: BatchTime) -> Result<(Vec<RecordBatch>, usize)> {
+    fn fire_timers(&mut self, time: BatchTime, outputs: &mut OutputRows) -> Result<usize> {
         let deadline = match self.spec.time_mode {
-            TimeMode::None => return Ok((Vec::new(), 0)),
+            TimeMode::None => return Ok(0),
             TimeMode::ProcessingTime => time.processing_time,
             TimeMode::EventTime => match time.watermark {
                 Some(watermark) => watermark,
-                None => return Ok((Vec::new(), 0)),
+                None => return Ok(0),
             },
         };
         let operator = self.options.operator_id;
         let txn = self.instance.txn_mut().context("no state transaction during the batch")?;
         let due = Timers::due(txn, operator, deadline)?;
-        let mut outputs = Vec::new();
         let mut fired = 0;
         let owned = self.options.key_group_range.clone();
         for timer in due.into_iter().filter(|timer| owned.contains(&timer.key_group)) {
@@ -238,24 +238,23 @@ impl WasmOperator {
                 continue;
             }
             scope.timer_delete(txn, timer.expiry);
-            let (key_values, label) = self.enter_key(scope)?;
+            let key_values = self.enter_key(scope)?;
             let expired = ExpiredTimer { expiry_time: timer.expiry };
             let returned = self.instance.handle_expired_timer(&key_values, Self::timer_values(time), expired)?;
-            self.collect(returned, "handle-expired-timer", &label, &mut outputs)?;
+            self.collect(returned, "handle-expired-timer", &key_values, outputs)?;
             fired += 1;
         }
-        Ok((outputs, fired))
+        Ok(fired)
     }
 
-    fn collect(&self, returned: RowBatch, function: &str, label: &str, outputs: &mut Vec<RecordBatch>) -> Result<()> {
-        let converted = to_record_batch(returned, &self.output_schema).map_err(|problem| {
+    fn collect(&self, returned: RowBatch, function: &str, key: &[Scalar], outputs: &mut OutputRows) -> Result<()> {
+        outputs.push(returned).map_err(|problem| {
             anyhow!(
-                "module '{}' returned rows that do not match its declared output schema in {function} for key {label}: {problem}",
-                self.module_name
+                "module '{}' returned rows that do not match its declared output schema in {function} for key {}: {problem}",
+                self.module_name,
+                key_label(key)
             )
-        })?;
-        outputs.extend(converted);
-        Ok(())
+        })
     }
 }
 
@@ -263,22 +262,45 @@ impl WasmOperator {
 /// row indices), ordered by key group then key.
 pub fn group_by_key(input: &RecordBatch, key_indices: &[usize], key_groups: u16) -> Vec<KeyRows> {
     let key_columns: Vec<ArrayRef> = key_indices.iter().map(|&i| input.column(i).clone()).collect();
-    let mut groups: HashMap<Vec<u8>, Vec<u32>> = HashMap::new();
+    // Keys by hash (computed once per row, reused for the key group), then by bytes.
+    let mut by_hash: HashMap<u64, Vec<usize>, BuildHasherDefault<HashIsKey>> = HashMap::default();
+    let mut keys: Vec<(u64, Vec<u8>, Vec<u32>)> = Vec::new();
     let mut encoded = Vec::new();
     for row in 0..input.num_rows() {
         encoded.clear();
         key::encode_row(&key_columns, row, &mut encoded);
-        match groups.get_mut(encoded.as_slice()) {
-            Some(rows) => rows.push(row as u32),
+        let hash = key::hash(&encoded);
+        let candidates = by_hash.entry(hash).or_default();
+        match candidates.iter().find(|&&index| keys[index].1 == encoded) {
+            Some(&index) => keys[index].2.push(row as u32),
             None => {
-                groups.insert(encoded.clone(), vec![row as u32]);
+                candidates.push(keys.len());
+                keys.push((hash, encoded.clone(), vec![row as u32]));
             }
         }
     }
     let mut ordered: Vec<KeyRows> =
-        groups.into_iter().map(|(k, rows)| (key::key_group(&k, key_groups), k, rows)).collect();
+        keys.into_iter().map(|(hash, k, rows)| (key::group_of_hash(hash, key_groups), k, rows)).collect();
     ordered.sort_unstable_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
     ordered
+}
+
+/// A hasher for keys that already are good hashes.
+#[derive(Default)]
+struct HashIsKey(u64);
+
+impl Hasher for HashIsKey {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 = (self.0 << 8) | u64::from(*byte);
+        }
+    }
+    fn write_u64(&mut self, value: u64) {
+        self.0 = value;
+    }
 }
 
 fn contract_fields(schema: &Schema, only: Option<&[usize]>) -> Result<Vec<Field>> {

@@ -30,8 +30,8 @@ pub struct CallScope {
     pub txn: Option<StateTxn>,
     /// The key of the current call (None outside a keyed call).
     pub key: Option<KeyScope>,
-    /// The key as the user would write it, for logs and errors.
-    pub key_label: String,
+    /// The key's values, for logs and errors.
+    pub key_values: Vec<types::Scalar>,
 }
 
 /// Everything a guest's store holds.
@@ -258,7 +258,7 @@ impl timers::Host for HostState {
 
 impl logging::Host for HostState {
     fn log(&mut self, level: logging::Level, message: String) -> wasmtime::Result<()> {
-        crate::log::guest(&self.module, &self.scope.key_label, level, &message);
+        crate::log::guest(&self.module, &super::rows::key_label(&self.scope.key_values), level, &message);
         Ok(())
     }
 }

@@ -162,11 +162,11 @@ impl ProcessorInstance {
         self.store.data_mut().scope.txn.as_mut()
     }
 
-    /// Makes `key` the key that state and timers act on; `label` names it in messages.
-    pub fn set_key(&mut self, key: KeyScope, label: String) {
+    /// Makes `key` (whose values are `values`) the key that state and timers act on.
+    pub fn set_key(&mut self, key: KeyScope, values: Vec<Scalar>) {
         let scope = &mut self.store.data_mut().scope;
         scope.key = Some(key);
-        scope.key_label = label;
+        scope.key_values = values;
     }
 
     /// Calls `handle-input-rows` for the current key.
@@ -198,7 +198,7 @@ impl ProcessorInstance {
         let error = |this: &Self, problem| GuestError {
             module: this.store.data().module.clone(),
             function,
-            key: keyed.then(|| this.store.data().scope.key_label.clone()),
+            key: keyed.then(|| super::rows::key_label(&this.store.data().scope.key_values)),
             problem,
         };
         if self.poisoned {

@@ -61,6 +61,24 @@ pub fn scalar_at(array: &ArrayRef, row: usize) -> Scalar {
     }
 }
 
+/// The key as a user would write it, e.g. `["alice", 3]`.
+pub fn key_label(key: &[Scalar]) -> String {
+    let parts: Vec<serde_json::Value> = key.iter().map(scalar_json).collect();
+    serde_json::Value::Array(parts).to_string()
+}
+
+/// A scalar as JSON (timestamps as microseconds, bytes as an array of numbers).
+pub fn scalar_json(value: &Scalar) -> serde_json::Value {
+    match value {
+        Scalar::Null => serde_json::Value::Null,
+        Scalar::Boolean(b) => (*b).into(),
+        Scalar::Int64(v) | Scalar::Timestamp(v) => (*v).into(),
+        Scalar::Float64(v) => serde_json::Number::from_f64(*v).map_or(serde_json::Value::Null, Into::into),
+        Scalar::Utf8(s) => s.clone().into(),
+        Scalar::Binary(b) => b.clone().into(),
+    }
+}
+
 /// The rows of `batch` at `indices`, in that order, as a contract row batch.
 pub fn gather(batch: &RecordBatch, indices: &[u32]) -> RowBatch {
     let columns = batch.columns().iter().map(|array| gather_column(array, indices)).collect();
@@ -118,91 +136,182 @@ fn gather_var_len<'a>(values: impl Iterator<Item = &'a [u8]>) -> VarLen {
     VarLen { data, offsets }
 }
 
-/// Turns a row batch a guest returned into an Arrow batch of `schema`, checking that
-/// it really has that shape. `None` for an empty batch.
-pub fn to_record_batch(rows: RowBatch, schema: &SchemaRef) -> Result<Option<RecordBatch>, String> {
-    if rows.num_rows == 0 {
-        return Ok(None);
-    }
-    if rows.columns.len() != schema.fields().len() {
-        return Err(format!(
-            "returned {} columns but the declared output schema has {} ({})",
-            rows.columns.len(),
-            schema.fields().len(),
-            schema.fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>().join(", ")
-        ));
-    }
-    let num_rows = rows.num_rows as usize;
-    let mut arrays = Vec::with_capacity(rows.columns.len());
-    for (column, field) in rows.columns.into_iter().zip(schema.fields()) {
-        let array = to_array(column, num_rows, field.data_type(), field.is_nullable())
-            .map_err(|problem| format!("output column '{}': {problem}", field.name()))?;
-        arrays.push(array);
-    }
-    RecordBatch::try_new(schema.clone(), arrays).map(Some).map_err(|error| error.to_string())
+/// Collects the row batches a guest returns during a batch, checking each against the
+/// declared output schema as it arrives, and builds one Arrow batch at the end (rather
+/// than one tiny batch per call).
+pub struct OutputRows {
+    schema: SchemaRef,
+    columns: Vec<Accumulated>,
+    num_rows: usize,
 }
 
-fn to_array(column: Column, num_rows: usize, data_type: &ArrowType, nullable: bool) -> Result<ArrayRef, String> {
-    let nulls = match column.validity {
-        Some(bits) if bits.len() < num_rows.div_ceil(8) => {
+struct Accumulated {
+    values: ColumnValues,
+    /// Per-row presence, materialized once a null arrives.
+    validity: Option<Vec<bool>>,
+}
+
+impl OutputRows {
+    /// An empty collection for `schema`.
+    pub fn new(schema: SchemaRef) -> Self {
+        let columns = schema
+            .fields()
+            .iter()
+            .map(|field| Accumulated { values: empty_values(field.data_type()), validity: None })
+            .collect();
+        Self { schema, columns, num_rows: 0 }
+    }
+
+    /// Appends a returned batch, or explains how it does not fit the schema.
+    pub fn push(&mut self, rows: RowBatch) -> Result<(), String> {
+        if rows.num_rows == 0 {
+            return Ok(());
+        }
+        let fields = self.schema.fields();
+        if rows.columns.len() != fields.len() {
+            return Err(format!(
+                "returned {} columns but the declared output schema has {} ({})",
+                rows.columns.len(),
+                fields.len(),
+                fields.iter().map(|f| f.name().as_str()).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        let num_rows = rows.num_rows as usize;
+        for (column, field) in rows.columns.iter().zip(fields) {
+            check_column(column, num_rows, field.is_nullable()).map_err(|problem| format!("output column '{}': {problem}", field.name()))?;
+        }
+        for ((column, accumulated), field) in rows.columns.into_iter().zip(&mut self.columns).zip(fields) {
+            let name = field.name();
+            append_values(&mut accumulated.values, column.values).map_err(|problem| format!("output column '{name}': {problem}"))?;
+            match (column.validity, &mut accumulated.validity) {
+                (Some(bits), validity) => {
+                    let present = validity.get_or_insert_with(|| vec![true; self.num_rows]);
+                    present.extend((0..num_rows).map(|i| bits[i / 8] & (1 << (i % 8)) != 0));
+                }
+                (None, Some(present)) => present.extend(std::iter::repeat_n(true, num_rows)),
+                (None, None) => {}
+            }
+        }
+        self.num_rows += num_rows;
+        Ok(())
+    }
+
+    /// The collected rows as one Arrow batch (`None` when there are none).
+    pub fn finish(self) -> Result<Option<RecordBatch>, String> {
+        if self.num_rows == 0 {
+            return Ok(None);
+        }
+        let mut arrays = Vec::with_capacity(self.columns.len());
+        for (column, field) in self.columns.into_iter().zip(self.schema.fields()) {
+            let nulls = column.validity.map(NullBuffer::from).filter(|nulls| nulls.null_count() > 0);
+            arrays.push(to_array(column.values, nulls, field.data_type()).map_err(|problem| format!("output column '{}': {problem}", field.name()))?);
+        }
+        RecordBatch::try_new(self.schema.clone(), arrays).map(Some).map_err(|error| error.to_string())
+    }
+}
+
+fn empty_values(data_type: &ArrowType) -> ColumnValues {
+    let var_len = || VarLen { data: Vec::new(), offsets: vec![0] };
+    match data_type {
+        ArrowType::Boolean => ColumnValues::Boolean(Vec::new()),
+        ArrowType::Int64 => ColumnValues::Int64(Vec::new()),
+        ArrowType::Float64 => ColumnValues::Float64(Vec::new()),
+        ArrowType::Utf8 => ColumnValues::Utf8(var_len()),
+        ArrowType::Binary => ColumnValues::Binary(var_len()),
+        _ => ColumnValues::Timestamp(Vec::new()),
+    }
+}
+
+/// Checks lengths, offsets, UTF-8 and nullability of one returned column.
+fn check_column(column: &Column, num_rows: usize, nullable: bool) -> Result<(), String> {
+    let len = match &column.values {
+        ColumnValues::Boolean(v) => v.len(),
+        ColumnValues::Int64(v) | ColumnValues::Timestamp(v) => v.len(),
+        ColumnValues::Float64(v) => v.len(),
+        ColumnValues::Utf8(var_len) | ColumnValues::Binary(var_len) => {
+            check_offsets(var_len, num_rows)?;
+            if let ColumnValues::Utf8(var_len) = &column.values {
+                for (i, pair) in var_len.offsets.windows(2).enumerate() {
+                    if std::str::from_utf8(&var_len.data[pair[0] as usize..pair[1] as usize]).is_err() {
+                        return Err(format!("row {i} is not valid UTF-8"));
+                    }
+                }
+            }
+            num_rows
+        }
+    };
+    if len != num_rows {
+        return Err(format!("has {len} values for {num_rows} rows"));
+    }
+    if let Some(bits) = &column.validity {
+        if bits.len() < num_rows.div_ceil(8) {
             return Err(format!("validity bitmap has {} bytes, {num_rows} rows need {}", bits.len(), num_rows.div_ceil(8)));
         }
-        Some(bits) => Some(NullBuffer::new(BooleanBuffer::new(bits.into(), 0, num_rows))),
-        None => None,
+        let has_null = (0..num_rows).any(|i| bits[i / 8] & (1 << (i % 8)) == 0);
+        if has_null && !nullable {
+            return Err("holds nulls but is declared not nullable".into());
+        }
     }
-    .filter(|nulls| nulls.null_count() > 0);
-    if nulls.is_some() && !nullable {
-        return Err("holds nulls but is declared not nullable".into());
-    }
-    let check_len = |len: usize| {
-        if len == num_rows { Ok(()) } else { Err(format!("has {len} values for {num_rows} rows")) }
-    };
-    let array: ArrayRef = match (column.values, data_type) {
-        (ColumnValues::Boolean(values), ArrowType::Boolean) => {
-            check_len(values.len())?;
-            Arc::new(BooleanArray::new(BooleanBuffer::from(values), nulls))
-        }
-        (ColumnValues::Int64(values), ArrowType::Int64) => {
-            check_len(values.len())?;
-            Arc::new(Int64Array::new(ScalarBuffer::from(values), nulls))
-        }
-        (ColumnValues::Float64(values), ArrowType::Float64) => {
-            check_len(values.len())?;
-            Arc::new(Float64Array::new(ScalarBuffer::from(values), nulls))
-        }
-        (ColumnValues::Timestamp(values), ArrowType::Timestamp(TimeUnit::Microsecond, zone)) => {
-            check_len(values.len())?;
-            Arc::new(TimestampMicrosecondArray::new(ScalarBuffer::from(values), nulls).with_timezone_opt(zone.clone()))
-        }
-        (ColumnValues::Utf8(var_len), ArrowType::Utf8) => {
-            let offsets = offsets(&var_len, num_rows)?;
-            Arc::new(StringArray::try_new(offsets, var_len.data.into(), nulls).map_err(|e| e.to_string())?)
-        }
-        (ColumnValues::Binary(var_len), ArrowType::Binary) => {
-            let offsets = offsets(&var_len, num_rows)?;
-            Arc::new(BinaryArray::try_new(offsets, var_len.data.into(), nulls).map_err(|e| e.to_string())?)
-        }
-        (values, expected) => {
-            return Err(format!("holds {} values but is declared {expected}", variant_name(&values)));
-        }
-    };
-    Ok(array)
+    Ok(())
 }
 
-fn offsets(var_len: &VarLen, num_rows: usize) -> Result<OffsetBuffer<i32>, String> {
+fn check_offsets(var_len: &VarLen, num_rows: usize) -> Result<(), String> {
     if var_len.offsets.len() != num_rows + 1 {
         return Err(format!("has {} offsets for {num_rows} rows (needs rows + 1)", var_len.offsets.len()));
     }
-    let mut converted = Vec::with_capacity(var_len.offsets.len());
     let mut previous = 0u32;
     for (index, &offset) in var_len.offsets.iter().enumerate() {
-        if (index == 0 && offset != 0) || offset < previous || offset as usize > var_len.data.len() || offset > i32::MAX as u32 {
+        if (index == 0 && offset != 0) || offset < previous || offset as usize > var_len.data.len() {
             return Err(format!("offset {index} ({offset}) is out of order or out of range"));
         }
         previous = offset;
-        converted.push(offset as i32);
     }
-    Ok(OffsetBuffer::new(ScalarBuffer::from(converted)))
+    Ok(())
+}
+
+fn append_values(into: &mut ColumnValues, values: ColumnValues) -> Result<(), String> {
+    match (into, values) {
+        (ColumnValues::Boolean(a), ColumnValues::Boolean(b)) => a.extend(b),
+        (ColumnValues::Int64(a), ColumnValues::Int64(b)) => a.extend(b),
+        (ColumnValues::Float64(a), ColumnValues::Float64(b)) => a.extend(b),
+        (ColumnValues::Timestamp(a), ColumnValues::Timestamp(b)) => a.extend(b),
+        (ColumnValues::Utf8(a), ColumnValues::Utf8(b)) | (ColumnValues::Binary(a), ColumnValues::Binary(b)) => {
+            let base = a.data.len() as u32;
+            a.data.extend_from_slice(&b.data[..b.offsets.last().map_or(0, |end| *end as usize)]);
+            a.offsets.extend(b.offsets[1..].iter().map(|offset| base + offset));
+        }
+        (into, values) => {
+            return Err(format!("holds {} values but is declared {}", variant_name(&values), variant_name(into)));
+        }
+    }
+    Ok(())
+}
+
+fn to_array(values: ColumnValues, nulls: Option<NullBuffer>, data_type: &ArrowType) -> Result<ArrayRef, String> {
+    let offsets = |var_len: &VarLen| -> Result<OffsetBuffer<i32>, String> {
+        let converted: Result<Vec<i32>, _> = var_len.offsets.iter().map(|&o| i32::try_from(o)).collect();
+        Ok(OffsetBuffer::new(ScalarBuffer::from(converted.map_err(|_| "more than 2 GiB of text in one batch".to_string())?)))
+    };
+    Ok(match values {
+        ColumnValues::Boolean(v) => Arc::new(BooleanArray::new(BooleanBuffer::from(v), nulls)),
+        ColumnValues::Int64(v) => Arc::new(Int64Array::new(ScalarBuffer::from(v), nulls)),
+        ColumnValues::Float64(v) => Arc::new(Float64Array::new(ScalarBuffer::from(v), nulls)),
+        ColumnValues::Timestamp(v) => {
+            let zone = match data_type {
+                ArrowType::Timestamp(_, zone) => zone.clone(),
+                _ => None,
+            };
+            Arc::new(TimestampMicrosecondArray::new(ScalarBuffer::from(v), nulls).with_timezone_opt(zone))
+        }
+        ColumnValues::Utf8(var_len) => {
+            let offsets = offsets(&var_len)?;
+            Arc::new(StringArray::try_new(offsets, var_len.data.into(), nulls).map_err(|e| e.to_string())?)
+        }
+        ColumnValues::Binary(var_len) => {
+            let offsets = offsets(&var_len)?;
+            Arc::new(BinaryArray::try_new(offsets, var_len.data.into(), nulls).map_err(|e| e.to_string())?)
+        }
+    })
 }
 
 fn variant_name(values: &ColumnValues) -> &'static str {

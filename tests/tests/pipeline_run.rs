@@ -169,7 +169,7 @@ fn a_bad_record_names_its_file_and_line_and_commits_nothing() {
 
 #[test]
 fn the_examples_print_their_expected_output() {
-    for example in ["running-count", "alert-suppression"] {
+    for example in ["running-count", "alert-suppression", "freezer-stats"] {
         let dir = repo_root().join("examples").join(example);
         let printed = stdout(&eddy(&["run", dir.join("pipeline.toml").to_str().expect("path")]));
         let expected = std::fs::read_to_string(dir.join("expected-output.txt")).expect("expected output");

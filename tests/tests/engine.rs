@@ -181,3 +181,25 @@ fn every_batch_leaves_a_progress_record_with_spark_s_fields() {
     let line: serde_json::Value = serde_json::from_slice(&printed.stdout).expect("one JSON record");
     assert_eq!(line["batchId"], records.last().expect("records").batch_id);
 }
+
+#[test]
+fn a_due_processing_time_timer_runs_a_batch_without_input() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir_all(dir.path().join("input")).expect("dir");
+    std::fs::write(dir.path().join("input/1.jsonl"), "{\"sensor\":\"s1\",\"reading\":150.0,\"ts\":\"2026-11-13T08:00:00Z\"}\n")
+        .expect("file");
+    let wasm = repo_root().join("build/wasm/alert_suppression.wasm");
+    let spec = format!(
+        "[[source]]\nformat = \"json\"\npath = \"input\"\nschema = \"sensor STRING, reading DOUBLE, ts TIMESTAMP\"\n\n\
+         [operator]\nmodule = {wasm:?}\nkey = [\"sensor\"]\n\n[operator.config]\nsuppress_secs = 1\n\n\
+         [sink]\nformat = \"json\"\npath = \"out\"\n\n[trigger]\nprocessing-time = \"200 ms\"\n"
+    );
+    let (summary, batches) = run(dir.path(), &spec, RunOptions { max_batches: Some(2), ..RunOptions::default() });
+    assert_eq!(summary.batches, 2);
+    assert_eq!((batches[0].input_rows, batches[0].output_rows), (1, 1), "RAISE");
+    let second = &batches[1];
+    assert_eq!((second.input_rows, second.timers_fired, second.output_rows), (0, 1, 1), "REMINDER from the timer alone");
+    assert!(second.processing_time - batches[0].processing_time >= 1_000_000, "not before the timer is due");
+    let reminder = std::fs::read_to_string(dir.path().join("out/part-00001.jsonl")).expect("part");
+    assert!(reminder.contains("\"event\":\"REMINDER\""), "{reminder}");
+}

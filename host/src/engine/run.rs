@@ -23,7 +23,7 @@ use crate::decode::decode_json_lines;
 use crate::operator::{OperatorOptions, ShardedOperator};
 use crate::pipeline::{Pipeline, TriggerSpec};
 use crate::source::list_input_files;
-use crate::state::{Cf, StateStore};
+use crate::state::{Cf, OperatorStateSchema, StateStore, check_and_record};
 use crate::wasm::WasmRuntime;
 
 /// How to run a pipeline.
@@ -75,6 +75,13 @@ pub fn open_query(pipeline: &Pipeline, checkpoint: &Path, module_cache: Option<P
         key_group_range: 0..spec.key_groups,
     };
     let operator = ShardedOperator::open(&module, &first.schema, options, spec.parallelism)?;
+    let state_schema = OperatorStateSchema {
+        key_columns: spec.key.clone(),
+        key_groups: spec.key_groups,
+        variables: operator.state_variables(),
+        module_sha256: module.sha256.clone(),
+    };
+    check_and_record(&store, operator_id(), &state_schema, checkpoint)?;
     if let Some(required) = spec.time_mode
         && required != operator.time_mode()
     {

@@ -1,11 +1,13 @@
 //! State: the RocksDB store, its byte layout, and the typed state variables and
 //! timers that processors use.
 
+mod compatibility;
 pub mod layout;
 mod store;
 mod ttl;
 mod variables;
 
+pub use compatibility::{OperatorStateSchema, check_and_record, stored_schema};
 pub use store::{Cf, StateStore, StateTxn};
 pub use ttl::evict_expired;
 pub use variables::{DueTimer, KeyScope, StateKind, Timers, VariableDecl, live_list, value_get};

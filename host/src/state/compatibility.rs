@@ -1,0 +1,98 @@
+//! What a checkpoint's state was written by, and whether a restart may use it.
+//!
+//! Each operator's state schema — key columns, key-group count, variables with kind
+//! and TTL, and the module's hash — is kept in the store (`schema/<operator>`, JSON).
+//! A restart must agree on everything but the module (a new module version with the
+//! same state keeps the state) and may add variables; anything else is refused with
+//! what changed and the two ways forward.
+
+use std::path::Path;
+
+use anyhow::{Result, bail};
+use serde::{Deserialize, Serialize};
+
+use super::store::{Cf, StateStore};
+use super::variables::VariableDecl;
+
+/// The state schema of one operator.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorStateSchema {
+    /// The grouping columns.
+    pub key_columns: Vec<String>,
+    /// How many key groups keys hash into.
+    pub key_groups: u16,
+    /// The declared state variables.
+    pub variables: Vec<VariableDecl>,
+    /// SHA-256 of the module that declared them.
+    pub module_sha256: String,
+}
+
+fn schema_key(operator: u16) -> Vec<u8> {
+    format!("schema/{operator}").into_bytes()
+}
+
+/// The state schema stored for `operator`, if any.
+pub fn stored_schema(store: &StateStore, operator: u16) -> Result<Option<OperatorStateSchema>> {
+    match store.read(Cf::Meta, &schema_key(operator))? {
+        Some(raw) => Ok(Some(serde_json::from_slice(&raw)?)),
+        None => Ok(None),
+    }
+}
+
+/// Checks `current` against what the checkpoint holds, and records it when it is new or
+/// a compatible change.
+pub fn check_and_record(store: &StateStore, operator: u16, current: &OperatorStateSchema, checkpoint: &Path) -> Result<()> {
+    if let Some(stored) = stored_schema(store, operator)? {
+        let changes = incompatible_changes(&stored, current);
+        if !changes.is_empty() {
+            bail!(
+                "the checkpoint {} holds state that this pipeline cannot use: {}. Either revert that change, \
+                 or start from a new checkpoint (another --checkpoint directory) to begin with empty state",
+                checkpoint.display(),
+                changes.join("; ")
+            );
+        }
+        if &stored == current {
+            return Ok(());
+        }
+        if stored.module_sha256 != current.module_sha256 {
+            crate::log::info(&format!("operator {operator}: a new module version takes over the existing state"));
+        }
+    }
+    store.write_meta(&schema_key(operator), &serde_json::to_vec(current)?)
+}
+
+/// Everything that changed in a way the stored state cannot follow.
+fn incompatible_changes(stored: &OperatorStateSchema, current: &OperatorStateSchema) -> Vec<String> {
+    let mut changes = Vec::new();
+    if stored.key_columns != current.key_columns {
+        changes.push(format!("the key columns changed from {:?} to {:?}", stored.key_columns, current.key_columns));
+    }
+    if stored.key_groups != current.key_groups {
+        changes.push(format!("the key-group count changed from {} to {}", stored.key_groups, current.key_groups));
+    }
+    for before in &stored.variables {
+        match current.variables.iter().find(|now| now.name == before.name) {
+            None => changes.push(format!("state variable '{}' ({}) is no longer declared", before.name, kind(before))),
+            Some(now) if now.kind != before.kind => {
+                changes.push(format!("state variable '{}' changed kind from {} to {}", before.name, kind(before), kind(now)));
+            }
+            Some(now) if now.ttl_us != before.ttl_us => changes.push(format!(
+                "state variable '{}' changed TTL from {} to {}",
+                before.name,
+                describe_ttl(before.ttl_us),
+                describe_ttl(now.ttl_us)
+            )),
+            Some(_) => {}
+        }
+    }
+    changes
+}
+
+fn kind(variable: &VariableDecl) -> String {
+    format!("{:?}", variable.kind).to_lowercase()
+}
+
+fn describe_ttl(ttl_us: Option<u64>) -> String {
+    ttl_us.map_or_else(|| "none".to_string(), |us| format!("{} ms", us / 1000))
+}

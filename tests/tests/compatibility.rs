@@ -1,0 +1,112 @@
+//! Restarting a query on an existing checkpoint: compatible changes keep the state,
+//! incompatible ones are refused with what changed and the ways forward.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use eddy_tests::{eddy_bin, repo_root};
+
+fn eddy_run(spec: &Path, checkpoint: &Path) -> Output {
+    Command::new(eddy_bin())
+        .args(["run", spec.to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")])
+        .env("EDDY_LOG", "warn")
+        .output()
+        .expect("eddy runs")
+}
+
+/// A `scripted` pipeline whose processor declares `state` (TOML inline tables).
+fn scripted_spec(dir: &Path, key: &str, key_groups: u16, state: &str) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir.join("input")).expect("input dir");
+    let wasm = repo_root().join("build/wasm/scripted.wasm");
+    let spec = format!(
+        "[[source]]\nformat = \"json\"\npath = \"input\"\nschema = \"key STRING, other STRING, op STRING, name STRING, k STRING, v STRING\"\n\n\
+         [operator]\nmodule = {wasm:?}\nkey = [\"{key}\"]\nkey-groups = {key_groups}\n\n\
+         [operator.config]\ntime_mode = \"none\"\nstate = [{state}]\n\n\
+         [sink]\nformat = \"json\"\npath = \"out\"\n\n[trigger]\navailable-now = true\n"
+    );
+    let file = dir.join("pipeline.toml");
+    std::fs::write(&file, spec).expect("spec");
+    file
+}
+
+fn refusal(output: &Output) -> String {
+    assert!(!output.status.success(), "the restart should be refused");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn incompatible_changes_are_refused_and_compatible_ones_accepted() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let checkpoint = dir.path().join("checkpoint");
+    let value = "{ name = \"v\", kind = \"value\" }";
+    let spec = scripted_spec(dir.path(), "key", 8, value);
+    std::fs::write(dir.path().join("input/1.jsonl"), "{\"key\":\"a\",\"op\":\"value.set\",\"name\":\"v\",\"v\":\"x\"}\n").expect("file");
+    assert!(eddy_run(&spec, &checkpoint).status.success());
+    let ways = "Either revert that change, or start from a new checkpoint (another --checkpoint directory) to begin with empty state";
+    let expect_refusal = |spec: &Path, change: &str| {
+        assert_eq!(
+            refusal(&eddy_run(spec, &checkpoint)),
+            format!("error: the checkpoint {} holds state that this pipeline cannot use: {change}. {ways}\n", checkpoint.display())
+        );
+    };
+    expect_refusal(&scripted_spec(dir.path(), "other", 8, value), "the key columns changed from [\"key\"] to [\"other\"]");
+    expect_refusal(&scripted_spec(dir.path(), "key", 16, value), "the key-group count changed from 8 to 16");
+    expect_refusal(
+        &scripted_spec(dir.path(), "key", 8, "{ name = \"v\", kind = \"list\" }"),
+        "state variable 'v' changed kind from value to list",
+    );
+    expect_refusal(
+        &scripted_spec(dir.path(), "key", 8, "{ name = \"v\", kind = \"value\", ttl_ms = 5000 }"),
+        "state variable 'v' changed TTL from none to 5000 ms",
+    );
+    expect_refusal(&scripted_spec(dir.path(), "key", 8, ""), "state variable 'v' (value) is no longer declared");
+
+    // Adding a variable is fine, and the old state is still there.
+    let spec = scripted_spec(dir.path(), "key", 8, &format!("{value}, {{ name = \"m\", kind = \"map\" }}"));
+    std::fs::write(dir.path().join("input/2.jsonl"), "{\"key\":\"a\",\"op\":\"value.get\",\"name\":\"v\"}\n").expect("file");
+    let output = eddy_run(&spec, &checkpoint);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let part = std::fs::read_to_string(dir.path().join("out/part-00001.jsonl")).expect("part");
+    assert_eq!(part, "{\"op\":\"value.get\",\"result\":\"\\\"x\\\"\"}\n");
+}
+
+/// A copy of a component with a custom section appended: another module (another
+/// hash), the same behaviour and state schema.
+fn new_version_of(module: &Path, into: &Path) {
+    let mut bytes = std::fs::read(module).expect("module");
+    let name = b"eddy-test-version";
+    let payload = b"2";
+    bytes.push(0); // custom section id
+    bytes.push((1 + name.len() + payload.len()) as u8);
+    bytes.push(name.len() as u8);
+    bytes.extend_from_slice(name);
+    bytes.extend_from_slice(payload);
+    std::fs::write(into, bytes).expect("new module");
+}
+
+#[test]
+fn a_new_module_version_keeps_the_state() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir_all(dir.path().join("input")).expect("input dir");
+    let checkpoint = dir.path().join("checkpoint");
+    let v1 = repo_root().join("build/wasm/running_count.wasm");
+    let v2 = dir.path().join("running_count_v2.wasm");
+    new_version_of(&v1, &v2);
+    let spec = |module: &Path| {
+        let text = format!(
+            "[[source]]\nformat = \"json\"\npath = \"input\"\nschema = \"user STRING, amount BIGINT\"\n\n\
+             [operator]\nmodule = {module:?}\nkey = [\"user\"]\noutput-mode = \"update\"\n\n\
+             [sink]\nformat = \"json\"\npath = \"out\"\n\n[trigger]\navailable-now = true\n"
+        );
+        let file = dir.path().join("pipeline.toml");
+        std::fs::write(&file, text).expect("spec");
+        file
+    };
+    std::fs::write(dir.path().join("input/1.jsonl"), "{\"user\":\"u\",\"amount\":5}\n").expect("file");
+    assert!(eddy_run(&spec(&v1), &checkpoint).status.success());
+    std::fs::write(dir.path().join("input/2.jsonl"), "{\"user\":\"u\",\"amount\":6}\n").expect("file");
+    let output = eddy_run(&spec(&v2), &checkpoint);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let part = std::fs::read_to_string(dir.path().join("out/part-00001.jsonl")).expect("part");
+    assert_eq!(part, "{\"user\":\"u\",\"count\":2,\"sum\":11}\n", "v2 continues v1's totals");
+}

@@ -13,6 +13,7 @@ use arrow::array::{Array, BooleanArray, RecordBatch, TimestampMicrosecondArray};
 use arrow::compute::{concat_batches, filter_record_batch};
 use arrow::datatypes::SchemaRef;
 
+use super::checkpoint::BatchLog;
 use super::metrics::{BatchMetrics, EventTimeStats, SourceMetrics};
 use super::watermark::WatermarkTracker;
 use crate::operator::{BatchTime, ShardedOperator};
@@ -41,6 +42,8 @@ pub struct Query {
     event_time_columns: Vec<Option<usize>>,
     initial_state: Option<RecordBatch>,
     next_batch: u64,
+    log: BatchLog,
+    retain_batches: u64,
 }
 
 /// The operator's id within the query (the only operator today).
@@ -49,9 +52,12 @@ pub fn operator_id() -> u16 {
 }
 
 impl Query {
-    /// Assembles a query whose parts were opened by the caller.
+    /// Assembles a query whose parts were opened by the caller; its batch logs live in
+    /// `checkpoint`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         pipeline: Pipeline,
+        checkpoint: &std::path::Path,
         store: StateStore,
         sources: Vec<Box<dyn Source>>,
         operator: ShardedOperator,
@@ -64,9 +70,16 @@ impl Query {
             .iter()
             .map(|source| source.watermark.as_ref().and_then(|w| source.schema.index_of(&w.column).ok()))
             .collect();
-        let next_batch = store.committed_batch()?.map_or(0, |id| id + 1);
+        let committed = store.committed_batch()?;
+        let log = BatchLog::new(checkpoint);
+        if let Some(batch_id) = committed {
+            // The state may hold a batch whose commit record a crash prevented.
+            log.write_commit(batch_id, watermark.current())?;
+        }
+        let next_batch = committed.map_or(0, |id| id + 1);
         let initial_state = if next_batch == 0 { initial_state } else { None };
-        Ok(Self { pipeline, store, sources, operator, sink, watermark, event_time_columns, initial_state, next_batch })
+        let retain_batches = pipeline.min_batches_to_retain;
+        Ok(Self { pipeline, store, sources, operator, sink, watermark, event_time_columns, initial_state, next_batch, log, retain_batches })
     }
 
     /// The id the next batch will have.
@@ -75,10 +88,21 @@ impl Query {
     }
 
     /// Plans and, when there is anything to do (new rows, due timers, or a watermark
-    /// that moved since the last batch), runs one batch at processing time `now`.
+    /// that moved since the last batch), runs one batch at processing time `now`. A
+    /// batch that was planned (`offsets/N`) but not committed before a crash is re-run
+    /// exactly as planned instead.
     pub fn try_run_batch(&mut self, now: i64) -> Result<Option<BatchMetrics>> {
         let started = Instant::now();
         let batch_id = self.next_batch;
+        if let Some(record) = self.log.read_offsets(batch_id)? {
+            let mut planned = Vec::with_capacity(self.sources.len());
+            for (source, end) in self.sources.iter_mut().zip(&record.end_offsets) {
+                planned.push(source.replan_batch(&self.store, batch_id, record.batch_timestamp_us, end)?);
+            }
+            let plan_ms = started.elapsed().as_millis() as u64;
+            let (now, watermark) = (record.batch_timestamp_us, record.watermark_us);
+            return self.run_batch(batch_id, now, watermark, planned, started, plan_ms).map(Some);
+        }
         let mut planned = Vec::with_capacity(self.sources.len());
         for source in &mut self.sources {
             planned.push(source.next_batch(&self.store, batch_id, now)?);
@@ -89,6 +113,8 @@ impl Query {
         if !has_input && !self.watermark_moved(watermark)? && !self.timers_due(now, watermark)? {
             return Ok(None);
         }
+        let end_offsets = planned.iter().map(|batch| batch.as_ref().map_or(serde_json::Value::Null, |b| b.end_offset.clone())).collect();
+        self.log.write_offsets(batch_id, now, watermark, end_offsets)?;
         self.run_batch(batch_id, now, watermark, planned, started, plan_ms).map(Some)
     }
 
@@ -216,6 +242,8 @@ impl Query {
         let mut txns = output.txns;
         txns.push(meta);
         self.store.commit_all(txns, batch_id)?;
+        self.log.write_commit(batch_id, next_watermark.current())?;
+        self.log.retain_last(batch_id, self.retain_batches)?;
         metrics.commit_ms = commit_started.elapsed().as_millis() as u64;
         self.watermark = next_watermark;
         self.initial_state = None;

@@ -103,7 +103,7 @@ pub fn open_query(pipeline: &Pipeline, checkpoint: &Path, module_cache: Option<P
         Some(initial) => Some(read_json_lines(&initial.path, &initial.schema)?),
         None => None,
     };
-    Query::new(pipeline.clone(), store, sources, operator, sink, initial_state)
+    Query::new(pipeline.clone(), checkpoint, store, sources, operator, sink, initial_state)
 }
 
 const QUERY_ID: &[u8] = b"engine/query-id";

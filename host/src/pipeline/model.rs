@@ -27,6 +27,8 @@ pub struct Pipeline {
     pub sink: SinkSpec,
     /// When batches run.
     pub trigger: TriggerSpec,
+    /// How many batches' offsets, commits and progress records the checkpoint keeps.
+    pub min_batches_to_retain: u64,
 }
 
 /// One input.

@@ -20,6 +20,7 @@ struct RawPipeline {
     name: Option<String>,
     checkpoint: Option<Spanned<String>>,
     watermark_policy: Option<Spanned<String>>,
+    min_batches_to_retain: Option<Spanned<u64>>,
     source: Spanned<Vec<RawSource>>,
     operator: RawOperator,
     sink: Option<RawSink>,
@@ -156,6 +157,11 @@ impl Pipeline {
                 return Err(at.at(span, "watermark-policy", format!("unknown policy '{other}'; expected \"min\" or \"max\"")));
             }
         };
+        let min_batches_to_retain = match &raw.min_batches_to_retain {
+            Some(n) if *n.get_ref() == 0 => return Err(at.at(n, "min-batches-to-retain", "expected a positive number")),
+            Some(n) => *n.get_ref(),
+            None => 100,
+        };
         let operator = operator_spec(&at, base, &raw.operator, &sources[0])?;
         let sink = sink_spec(&at, base, raw.sink.as_ref())?;
         let trigger = trigger_spec(&at, raw.trigger.as_ref())?;
@@ -172,6 +178,7 @@ impl Pipeline {
             operator,
             sink,
             trigger,
+            min_batches_to_retain,
         })
     }
 }

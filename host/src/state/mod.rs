@@ -11,3 +11,6 @@ pub use compatibility::{OperatorStateSchema, check_and_record, stored_schema};
 pub use store::{Cf, StateStore, StateTxn};
 pub use ttl::evict_expired;
 pub use variables::{DueTimer, KeyScope, StateKind, Timers, VariableDecl, live_list, value_get};
+pub mod reader;
+
+pub use reader::{EntryFilter, OperatorSchema, StateEntry, StateReader, StoreMetadata, TimerEntry};

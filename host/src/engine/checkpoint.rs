@@ -1,0 +1,112 @@
+//! The checkpoint's batch logs: `offsets/<N>` records what batch N will read (per
+//! source end offsets), its processing time and its watermark, written atomically
+//! *before* the batch runs; `commits/<N>` is written once its state is committed.
+//!
+//! After a crash, a batch with an offsets record but no committed state is re-run
+//! from that record — the same input, the same time, the same watermark — so the sink
+//! (which replaces a part file it already wrote) and the state agree, and the output
+//! is byte-identical. Old records beyond the retention are deleted.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::fsutil::write_atomic;
+
+/// Version of the records' format.
+const VERSION: u32 = 1;
+
+/// What batch N was planned as.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OffsetsRecord {
+    /// The record format's version.
+    pub version: u32,
+    /// The batch id.
+    pub batch_id: u64,
+    /// The batch's processing time (microseconds since the epoch).
+    pub batch_timestamp_us: i64,
+    /// The watermark the batch runs with.
+    pub watermark_us: Option<i64>,
+    /// Per source (in spec order), where the batch ends (`null`: nothing from it).
+    pub end_offsets: Vec<serde_json::Value>,
+}
+
+/// The `offsets/` and `commits/` logs of a checkpoint.
+pub struct BatchLog {
+    offsets: PathBuf,
+    commits: PathBuf,
+}
+
+impl BatchLog {
+    /// The logs under `checkpoint`.
+    pub fn new(checkpoint: &Path) -> Self {
+        Self { offsets: checkpoint.join("offsets"), commits: checkpoint.join("commits") }
+    }
+
+    /// Records batch N's plan before it runs.
+    pub fn write_offsets(&self, batch_id: u64, timestamp_us: i64, watermark_us: Option<i64>, end_offsets: Vec<serde_json::Value>) -> Result<()> {
+        let record = OffsetsRecord { version: VERSION, batch_id, batch_timestamp_us: timestamp_us, watermark_us, end_offsets };
+        let mut text = serde_json::to_string_pretty(&record)?;
+        text.push('\n');
+        write_atomic(&self.offsets.join(batch_id.to_string()), text.as_bytes())
+    }
+
+    /// Batch N's plan, if one was recorded.
+    pub fn read_offsets(&self, batch_id: u64) -> Result<Option<OffsetsRecord>> {
+        let path = self.offsets.join(batch_id.to_string());
+        if !path.exists() {
+            return Ok(None);
+        }
+        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let record: OffsetsRecord = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not an offsets record; restore it or start from a new checkpoint", path.display()))?;
+        if record.version != VERSION {
+            anyhow::bail!("{} has format version {}, this eddy reads {VERSION}", path.display(), record.version);
+        }
+        Ok(Some(record))
+    }
+
+    /// Records that batch N committed, with the watermark for the next batch.
+    pub fn write_commit(&self, batch_id: u64, next_watermark_us: Option<i64>) -> Result<()> {
+        let text = serde_json::json!({"version": VERSION, "batchId": batch_id, "nextWatermarkUs": next_watermark_us});
+        write_atomic(&self.commits.join(batch_id.to_string()), format!("{text:#}\n").as_bytes())
+    }
+
+    /// Deletes the records of batches older than the newest `keep`.
+    pub fn retain_last(&self, newest: u64, keep: u64) -> Result<()> {
+        let oldest_kept = newest.saturating_add(1).saturating_sub(keep);
+        for dir in [&self.offsets, &self.commits] {
+            let Ok(entries) = std::fs::read_dir(dir) else { continue };
+            for entry in entries.flatten() {
+                let old = entry.file_name().to_str().and_then(|name| name.parse::<u64>().ok()).is_some_and(|id| id < oldest_kept);
+                if old {
+                    std::fs::remove_file(entry.path()).with_context(|| format!("cannot delete {}", entry.path().display()))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_old_ones_are_deleted() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = BatchLog::new(dir.path());
+        for id in 0..5 {
+            log.write_offsets(id, 1_000 + id as i64, Some(7), vec![serde_json::json!({"files": ["a"]}), serde_json::Value::Null]).expect("offsets");
+            log.write_commit(id, Some(8)).expect("commit");
+        }
+        let record = log.read_offsets(4).expect("readable").expect("present");
+        assert_eq!((record.batch_timestamp_us, record.watermark_us, record.end_offsets.len()), (1_004, Some(7), 2));
+        log.retain_last(4, 2).expect("retention");
+        assert!(log.read_offsets(2).expect("readable").is_none());
+        assert!(log.read_offsets(3).expect("readable").is_some());
+        assert!(!dir.path().join("commits/2").exists() && dir.path().join("commits/3").exists());
+    }
+}

@@ -1,0 +1,717 @@
+//! Reading a query's state store from outside the query (`eddy state`), like Spark's
+//! state data source: read-only, so it also works while the query runs.
+//!
+//! The store is opened with RocksDB's read-only mode, which takes no lock and sees
+//! every batch committed when it opens (a run holding the store open is fine). If
+//! read-only opening fails, it falls back to a secondary instance (catching up with
+//! the primary). Values are shown decoded from CBOR (the SDK's encoding) into JSON.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use rocksdb::{DB, Direction, IteratorMode, Options, ReadOptions};
+use serde::Serialize;
+
+use super::layout::{self, NEVER};
+use super::variables::{StateKind, VariableDecl};
+use crate::operator::key;
+use crate::progress::format_micros_iso;
+use crate::wasm::Scalar;
+use crate::wasm::rows::scalar_json;
+
+const CF_STATE: &str = "state";
+const CF_TIMERS: &str = "timers";
+const CF_META: &str = "meta";
+const CF_NAMES: [&str; 5] = ["state", "timers", "timer_index", "meta", "ttl_index"];
+
+/// Meta key of the committed batch id (u64 big-endian).
+pub const META_COMMITTED_BATCH: &[u8] = b"committed-batch";
+/// Meta key of the key-group count (u16 big-endian, or its decimal text).
+pub const META_KEY_GROUPS: &[u8] = b"key-groups";
+
+/// Meta key of an operator's declared state variables: JSON
+/// `{"variables":[{"name","kind","ttl_us"}]}`.
+pub fn meta_schema_key(operator: u16) -> Vec<u8> {
+    format!("schema/{operator}").into_bytes()
+}
+
+/// The operator schema stored under [`meta_schema_key`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct OperatorSchema {
+    /// The state variables the processor declared.
+    pub variables: Vec<VariableDecl>,
+}
+
+/// A read-only view of a state store.
+pub struct StateReader {
+    db: DB,
+    path: PathBuf,
+    // Keeps a secondary instance's own directory alive as long as the reader.
+    _secondary: Option<tempfile::TempDir>,
+}
+
+/// What to read from the state CF.
+#[derive(Clone, Debug, Default)]
+pub struct EntryFilter {
+    /// The operator whose state to read.
+    pub operator: u16,
+    /// Only this variable.
+    pub variable: Option<String>,
+    /// Only this grouping key (its values as JSON, as [`scalar_json`] shows them).
+    pub key: Option<Vec<serde_json::Value>>,
+}
+
+/// One state entry, decoded: one JSON line of `eddy state read`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StateEntry {
+    /// The grouping key's values.
+    pub key: Vec<serde_json::Value>,
+    /// The key group of the key.
+    pub key_group: u16,
+    /// The variable's name.
+    pub var: String,
+    /// value, list or map.
+    pub kind: StateKind,
+    /// The map entry's user key (maps only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub map_key: Option<serde_json::Value>,
+    /// The value (for a list: the array of its elements).
+    pub value: serde_json::Value,
+    /// When the entry expires (ISO time), null for never; for a list with TTL, one per element.
+    pub expires_at: serde_json::Value,
+    /// Whether the entry (for a list: any element) has expired but is not yet evicted.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub expired: bool,
+}
+
+/// One timer: one JSON line of `eddy state read --timers`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimerEntry {
+    /// The grouping key's values.
+    pub key: Vec<serde_json::Value>,
+    /// The key group of the key.
+    pub key_group: u16,
+    /// The time the timer is registered for (microseconds since the epoch).
+    pub expiry: i64,
+    /// The same as ISO time.
+    pub expires_at: String,
+}
+
+/// A state store's summary: `eddy state metadata`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoreMetadata {
+    /// The store's directory.
+    pub state_store: String,
+    /// The last committed batch, if any.
+    pub committed_batch: Option<u64>,
+    /// The key-group count, when the store records it.
+    pub key_groups: Option<u16>,
+    /// Every operator with state or timers.
+    pub operators: Vec<OperatorMetadata>,
+}
+
+/// One operator's part of [`StoreMetadata`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorMetadata {
+    /// The operator id.
+    pub operator: u16,
+    /// Grouping keys with at least one state entry.
+    pub keys: u64,
+    /// Registered timers.
+    pub timers: u64,
+    /// The variables found (and declared, when the store records the schema).
+    pub variables: Vec<VariableMetadata>,
+}
+
+/// One variable's part of [`OperatorMetadata`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VariableMetadata {
+    /// The variable's name.
+    pub name: String,
+    /// Its kind (declared, else inferred from its first entry).
+    pub kind: Option<StateKind>,
+    /// Its TTL in microseconds, when declared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttl_us: Option<u64>,
+    /// Entries in the store (a map entry per user key; a value or a whole list is one).
+    pub entries: u64,
+}
+
+fn missing_store(path: &Path) -> anyhow::Error {
+    anyhow::anyhow!(
+        "no state store in {}: has the query run with this checkpoint? (pass the query's checkpoint directory)",
+        path.display()
+    )
+}
+
+impl StateReader {
+    /// Opens the state store of the query checkpointed in `checkpoint` (its `state`
+    /// directory; a store directory itself is accepted too).
+    pub fn open_checkpoint(checkpoint: &Path) -> Result<Self> {
+        if !checkpoint.exists() {
+            bail!("checkpoint directory {} does not exist (pass the query's checkpoint directory)", checkpoint.display());
+        }
+        let store = checkpoint.join("state");
+        if !store.join("CURRENT").exists() && checkpoint.join("CURRENT").exists() {
+            return Self::open(checkpoint);
+        }
+        Self::open(&store)
+    }
+
+    /// Opens the store in `path` read-only. Works while a query holds it open.
+    pub fn open(path: &Path) -> Result<Self> {
+        if !path.join("CURRENT").exists() {
+            return Err(missing_store(path));
+        }
+        let options = Options::default();
+        let families = match DB::list_cf(&options, path) {
+            Ok(families) => families,
+            Err(e) => return Err(anyhow::Error::new(e).context(missing_store(path))),
+        };
+        if !CF_NAMES.iter().all(|name| families.iter().any(|f| f == name)) {
+            bail!(
+                "{} is not an eddy state store (it has column families {families:?}, expected {CF_NAMES:?})",
+                path.display()
+            );
+        }
+        match DB::open_cf_for_read_only(&options, path, &families, false) {
+            Ok(db) => Ok(Self { db, path: path.to_path_buf(), _secondary: None }),
+            Err(read_only) => {
+                let secondary = tempfile::tempdir().context("cannot create a directory for a secondary store instance")?;
+                let mut options = Options::default();
+                options.set_max_open_files(-1);
+                let db = DB::open_cf_as_secondary(&options, path, secondary.path(), &families).with_context(|| {
+                    format!(
+                        "cannot open the state store in {} for reading (read-only: {read_only}); check its permissions",
+                        path.display()
+                    )
+                })?;
+                db.try_catch_up_with_primary()
+                    .with_context(|| format!("cannot catch up with the state store in {}", path.display()))?;
+                Ok(Self { db, path: path.to_path_buf(), _secondary: Some(secondary) })
+            }
+        }
+    }
+
+    /// Where the store lives.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn cf(&self, name: &str) -> Result<&rocksdb::ColumnFamily> {
+        self.db
+            .cf_handle(name)
+            .with_context(|| format!("the state store in {} lacks column family {name}", self.path.display()))
+    }
+
+    /// The raw metadata entry at `key`.
+    pub fn meta(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.db.get_cf(self.cf(CF_META)?, key)?)
+    }
+
+    /// The id of the last committed batch, if any.
+    pub fn committed_batch(&self) -> Result<Option<u64>> {
+        Ok(self.meta(META_COMMITTED_BATCH)?.and_then(|raw| Some(u64::from_be_bytes(raw.as_slice().try_into().ok()?))))
+    }
+
+    /// The key-group count, if the store records it (u16 big-endian or decimal text).
+    pub fn key_groups(&self) -> Result<Option<u16>> {
+        Ok(self.meta(META_KEY_GROUPS)?.and_then(|raw| match <[u8; 2]>::try_from(raw.as_slice()) {
+            Ok(bytes) => Some(u16::from_be_bytes(bytes)),
+            Err(_) => std::str::from_utf8(&raw).ok()?.trim().parse().ok(),
+        }))
+    }
+
+    /// The declared variables of `operator`, if the store records them.
+    pub fn schema(&self, operator: u16) -> Result<Option<OperatorSchema>> {
+        let Some(raw) = self.meta(&meta_schema_key(operator))? else { return Ok(None) };
+        let schema = serde_json::from_slice(&raw).with_context(|| {
+            format!("the state store in {} has an unreadable schema of operator {operator}", self.path.display())
+        })?;
+        Ok(Some(schema))
+    }
+
+    /// Calls `f` with every raw entry of `cf` whose key starts with `prefix`.
+    fn scan(&self, cf: &str, prefix: &[u8], mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
+        let mut options = ReadOptions::default();
+        if let Some(end) = layout::prefix_end(prefix) {
+            options.set_iterate_upper_bound(end);
+        }
+        for item in self.db.iterator_cf_opt(self.cf(cf)?, options, IteratorMode::From(prefix, Direction::Forward)) {
+            let (k, v) = item.with_context(|| format!("cannot read the state store in {}", self.path.display()))?;
+            f(&k, &v)?;
+        }
+        Ok(())
+    }
+
+    /// Calls `f` with every state entry `filter` selects, in store order. Expired
+    /// entries not yet evicted are included (flagged), relative to `now`.
+    pub fn for_each_entry(&self, filter: &EntryFilter, now: i64, mut f: impl FnMut(StateEntry) -> Result<()>) -> Result<()> {
+        let kinds: BTreeMap<String, StateKind> = self
+            .schema(filter.operator)?
+            .map(|schema| schema.variables.into_iter().map(|decl| (decl.name, decl.kind)).collect())
+            .unwrap_or_default();
+        let mut visit = |raw_key: &[u8], raw_value: &[u8]| -> Result<bool> {
+            let Some((_, key_group, key_bytes, variable, rest)) = layout::split_state_key(raw_key) else {
+                bail!("corrupt state key {} in {}", hex(raw_key), self.path.display());
+            };
+            if filter.variable.as_deref().is_some_and(|wanted| wanted != variable) {
+                return Ok(false);
+            }
+            let key_json = decode_key(key_bytes);
+            if filter.key.as_ref().is_some_and(|wanted| *wanted != key_json) {
+                return Ok(false);
+            }
+            let kind = kinds.get(variable).copied().unwrap_or_else(|| infer_kind(rest, raw_value));
+            f(decode_entry(key_json, key_group, variable, kind, rest, raw_value, now))?;
+            Ok(true)
+        };
+        let operator_prefix = filter.operator.to_be_bytes();
+        // With a known key-group count, a key's entries are one contiguous range.
+        if let (Some(wanted), Some(groups)) = (&filter.key, self.key_groups()?) {
+            if let Some(encoded) = encode_key(wanted) {
+                let prefix = layout::key_prefix(filter.operator, key::key_group(&encoded, groups), &encoded);
+                let mut found = false;
+                self.scan(CF_STATE, &prefix, |k, v| {
+                    found |= visit(k, v)?;
+                    Ok(())
+                })?;
+                if found {
+                    return Ok(());
+                }
+            }
+        }
+        self.scan(CF_STATE, &operator_prefix, |k, v| visit(k, v).map(drop))
+    }
+
+    /// Every state entry `filter` selects.
+    pub fn entries(&self, filter: &EntryFilter, now: i64) -> Result<Vec<StateEntry>> {
+        let mut out = Vec::new();
+        self.for_each_entry(filter, now, |entry| {
+            out.push(entry);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Every timer of `operator` (of `key` only, if given), by key then expiry.
+    pub fn timers(&self, operator: u16, key: Option<&[serde_json::Value]>) -> Result<Vec<TimerEntry>> {
+        let mut out = Vec::new();
+        self.scan(CF_TIMERS, &operator.to_be_bytes(), |raw, _| {
+            let (_, key_group, key_bytes, rest) = layout::split_key_prefix(raw)
+                .with_context(|| format!("corrupt timer key {} in {}", hex(raw), self.path.display()))?;
+            let expiry = layout::from_sortable_i64(rest)
+                .with_context(|| format!("corrupt timer key {} in {}", hex(raw), self.path.display()))?;
+            let key_json = decode_key(key_bytes);
+            if key.is_none_or(|wanted| wanted == key_json.as_slice()) {
+                out.push(TimerEntry { key: key_json, key_group, expiry, expires_at: format_micros_iso(expiry) });
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// The store's summary: committed batch, operators, variables and counts.
+    pub fn metadata(&self) -> Result<StoreMetadata> {
+        #[derive(Default)]
+        struct Op {
+            keys: BTreeSet<(u16, Vec<u8>)>,
+            timers: u64,
+            variables: BTreeMap<String, (Option<StateKind>, u64)>,
+        }
+        let mut operators: BTreeMap<u16, Op> = BTreeMap::new();
+        self.scan(CF_STATE, &[], |raw_key, raw_value| {
+            let (operator, key_group, key_bytes, variable, rest) = layout::split_state_key(raw_key)
+                .with_context(|| format!("corrupt state key {} in {}", hex(raw_key), self.path.display()))?;
+            let op = operators.entry(operator).or_default();
+            op.keys.insert((key_group, key_bytes.to_vec()));
+            let var = op.variables.entry(variable.to_string()).or_insert((None, 0));
+            var.0.get_or_insert_with(|| infer_kind(rest, raw_value));
+            var.1 += 1;
+            Ok(())
+        })?;
+        self.scan(CF_TIMERS, &[], |raw, _| {
+            if let Some((operator, ..)) = layout::split_key_prefix(raw) {
+                operators.entry(operator).or_default().timers += 1;
+            }
+            Ok(())
+        })?;
+        let mut out = Vec::new();
+        for (operator, op) in operators {
+            let declared = self.schema(operator)?.map(|schema| schema.variables).unwrap_or_default();
+            let mut variables: Vec<VariableMetadata> = declared
+                .iter()
+                .map(|decl| VariableMetadata {
+                    name: decl.name.clone(),
+                    kind: Some(decl.kind),
+                    ttl_us: decl.ttl_us,
+                    entries: op.variables.get(&decl.name).map_or(0, |(_, n)| *n),
+                })
+                .collect();
+            for (name, (kind, entries)) in op.variables {
+                if !declared.iter().any(|decl| decl.name == name) {
+                    variables.push(VariableMetadata { name, kind, ttl_us: None, entries });
+                }
+            }
+            out.push(OperatorMetadata { operator, keys: op.keys.len() as u64, timers: op.timers, variables });
+        }
+        Ok(StoreMetadata {
+            state_store: self.path.display().to_string(),
+            committed_batch: self.committed_batch()?,
+            key_groups: self.key_groups()?,
+            operators: out,
+        })
+    }
+}
+
+/// The kind of an entry whose variable has no declared kind: a map entry has bytes
+/// after the variable name; a value is an expiry stamp and one CBOR item; a list is
+/// (expiry, length, payload) elements, which never parse as one CBOR item.
+fn infer_kind(rest: &[u8], raw_value: &[u8]) -> StateKind {
+    if !rest.is_empty() {
+        return StateKind::Map;
+    }
+    let is_value = layout::unstamp(raw_value).is_some_and(|(_, payload)| cbor_json(payload).is_some());
+    if !is_value && layout::decode_list(raw_value).is_some_and(|elements| !elements.is_empty()) {
+        StateKind::List
+    } else {
+        StateKind::Value
+    }
+}
+
+fn decode_entry(
+    key: Vec<serde_json::Value>,
+    key_group: u16,
+    variable: &str,
+    kind: StateKind,
+    rest: &[u8],
+    raw: &[u8],
+    now: i64,
+) -> StateEntry {
+    let expiry_json = |expiry: i64| if expiry == NEVER { serde_json::Value::Null } else { format_micros_iso(expiry).into() };
+    let mut entry = StateEntry {
+        key,
+        key_group,
+        var: variable.to_string(),
+        kind,
+        map_key: (kind == StateKind::Map).then(|| payload_json(rest)),
+        value: serde_json::Value::Null,
+        expires_at: serde_json::Value::Null,
+        expired: false,
+    };
+    match kind {
+        StateKind::Value | StateKind::Map => match layout::unstamp(raw) {
+            Some((expiry, payload)) => {
+                entry.value = payload_json(payload);
+                entry.expires_at = expiry_json(expiry);
+                entry.expired = expiry <= now;
+            }
+            None => entry.value = bytes_json(raw),
+        },
+        StateKind::List => match layout::decode_list(raw) {
+            Some(elements) => {
+                entry.value = elements.iter().map(|(_, payload)| payload_json(payload)).collect();
+                if elements.iter().any(|(expiry, _)| *expiry != NEVER) {
+                    entry.expires_at = elements.iter().map(|(expiry, _)| expiry_json(*expiry)).collect();
+                }
+                entry.expired = elements.iter().any(|(expiry, _)| *expiry <= now);
+            }
+            None => entry.value = bytes_json(raw),
+        },
+    }
+    entry
+}
+
+/// A grouping key's values as JSON (undecodable bytes as `{"bytes": hex}`).
+fn decode_key(raw: &[u8]) -> Vec<serde_json::Value> {
+    match key::decode(raw) {
+        Some(parts) => parts.iter().map(scalar_json).collect(),
+        None => vec![bytes_json(raw)],
+    }
+}
+
+/// The encoding of a key given as JSON values (strings, integers, floats, booleans,
+/// nulls); `None` for values that have no single scalar type.
+fn encode_key(values: &[serde_json::Value]) -> Option<Vec<u8>> {
+    let scalars = values
+        .iter()
+        .map(|value| {
+            Some(match value {
+                serde_json::Value::Null => Scalar::Null,
+                serde_json::Value::Bool(b) => Scalar::Boolean(*b),
+                serde_json::Value::String(s) => Scalar::Utf8(s.clone()),
+                serde_json::Value::Number(n) => match n.as_i64() {
+                    Some(v) => Scalar::Int64(v),
+                    None => Scalar::Float64(n.as_f64()?),
+                },
+                _ => return None,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(key::encode(&scalars))
+}
+
+/// A payload as JSON: its CBOR decoded, else `{"bytes": hex}`.
+pub fn payload_json(bytes: &[u8]) -> serde_json::Value {
+    cbor_json(bytes).unwrap_or_else(|| bytes_json(bytes))
+}
+
+/// Bytes that exactly hold one CBOR item, as JSON.
+pub fn cbor_json(bytes: &[u8]) -> Option<serde_json::Value> {
+    let mut reader = bytes;
+    let value: ciborium::Value = ciborium::from_reader(&mut reader).ok()?;
+    reader.is_empty().then(|| cbor_to_json(value))
+}
+
+fn cbor_to_json(value: ciborium::Value) -> serde_json::Value {
+    use ciborium::Value as C;
+    use serde_json::Value as J;
+    match value {
+        C::Null => J::Null,
+        C::Bool(b) => J::Bool(b),
+        C::Integer(i) => {
+            let i = i128::from(i);
+            if let Ok(v) = i64::try_from(i) {
+                v.into()
+            } else if let Ok(v) = u64::try_from(i) {
+                v.into()
+            } else {
+                i.to_string().into()
+            }
+        }
+        C::Float(f) => serde_json::Number::from_f64(f).map_or(J::Null, J::Number),
+        C::Text(s) => J::String(s),
+        C::Bytes(b) => bytes_json(&b),
+        C::Array(items) => items.into_iter().map(cbor_to_json).collect(),
+        C::Map(entries) => J::Object(
+            entries
+                .into_iter()
+                .map(|(k, v)| {
+                    let key = match cbor_to_json(k) {
+                        J::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    (key, cbor_to_json(v))
+                })
+                .collect(),
+        ),
+        C::Tag(_, inner) => cbor_to_json(*inner),
+        _ => J::Null,
+    }
+}
+
+fn bytes_json(bytes: &[u8]) -> serde_json::Value {
+    serde_json::json!({ "bytes": hex(bytes) })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{KeyScope, StateStore};
+
+    fn cbor<T: Serialize>(value: &T) -> Vec<u8> {
+        let mut out = Vec::new();
+        ciborium::into_writer(value, &mut out).expect("cbor");
+        out
+    }
+
+    fn decl(name: &str, kind: StateKind, ttl_us: Option<u64>) -> VariableDecl {
+        VariableDecl { name: name.into(), kind, ttl_us }
+    }
+
+    const GROUPS: u16 = 16;
+    const NOW: i64 = 1_000_000;
+
+    fn scope(user: &str) -> KeyScope {
+        let encoded = key::encode(&[Scalar::Utf8(user.into())]);
+        KeyScope::new(0, key::key_group(&encoded, GROUPS), encoded, NOW)
+    }
+
+    /// A store with: alice's totals (value), events (list), counts (map, 2 entries),
+    /// a timer; bob's totals; a TTL'd value `session` for bob that expires at NOW + 10.
+    fn sample(dir: &Path) -> StateStore {
+        let store = StateStore::open(dir).expect("open");
+        let mut txn = store.begin();
+        let totals = decl("totals", StateKind::Value, None);
+        let events = decl("events", StateKind::List, None);
+        let counts = decl("counts", StateKind::Map, None);
+        let session = decl("session", StateKind::Value, Some(10));
+        let alice = scope("alice");
+        alice.value_update(&mut txn, &totals, &cbor(&serde_json::json!({"count": 4, "sum": 69})));
+        alice.list_put(&mut txn, &events, &[cbor(&1), cbor(&"two")]);
+        alice.map_update(&mut txn, &counts, &cbor(&"x"), &cbor(&3));
+        alice.map_update(&mut txn, &counts, &cbor(&"y"), &cbor(&5));
+        alice.timer_register(&mut txn, 2_000_000);
+        let bob = scope("bob");
+        bob.value_update(&mut txn, &totals, &cbor(&serde_json::json!({"count": 1, "sum": 7})));
+        bob.value_update(&mut txn, &session, &[0xff, 0x00]);
+        store.commit(txn, 3).expect("commit");
+        store
+    }
+
+    fn alice_filter(var: &str) -> EntryFilter {
+        EntryFilter { operator: 0, variable: Some(var.into()), key: Some(vec!["alice".into()]) }
+    }
+
+    #[test]
+    fn reads_values_lists_and_maps_with_inferred_kinds() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(sample(dir.path()));
+        let reader = StateReader::open(dir.path()).expect("reader");
+        let totals = reader.entries(&alice_filter("totals"), NOW).unwrap();
+        assert_eq!(totals.len(), 1);
+        assert_eq!(totals[0].kind, StateKind::Value);
+        assert_eq!(totals[0].value, serde_json::json!({"count": 4, "sum": 69}));
+        assert_eq!(totals[0].expires_at, serde_json::Value::Null);
+        let line = serde_json::to_value(&totals[0]).unwrap();
+        assert_eq!(line["key"], serde_json::json!(["alice"]));
+        assert_eq!(line["var"], "totals");
+        assert_eq!(line["kind"], "value");
+        assert!(line.get("mapKey").is_none() && line.get("expired").is_none());
+
+        let events = reader.entries(&alice_filter("events"), NOW).unwrap();
+        assert_eq!(events[0].kind, StateKind::List);
+        assert_eq!(events[0].value, serde_json::json!([1, "two"]));
+        assert_eq!(events[0].expires_at, serde_json::Value::Null);
+
+        let counts = reader.entries(&alice_filter("counts"), NOW).unwrap();
+        assert_eq!(counts.len(), 2);
+        assert!(counts.iter().all(|entry| entry.kind == StateKind::Map));
+        assert_eq!(counts[0].map_key, Some("x".into()));
+        assert_eq!(counts[1].value, serde_json::json!(5));
+
+        let all = reader.entries(&EntryFilter::default(), NOW).unwrap();
+        assert_eq!(all.len(), 7);
+        assert_eq!(reader.committed_batch().unwrap(), Some(3));
+    }
+
+    #[test]
+    fn key_filter_works_with_and_without_key_groups() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sample(dir.path());
+        let bob = EntryFilter { operator: 0, variable: None, key: Some(vec!["bob".into()]) };
+        let names = |reader: &StateReader| -> Vec<String> {
+            reader.entries(&bob, NOW).unwrap().into_iter().map(|entry| entry.var).collect()
+        };
+        assert_eq!(names(&StateReader::open(dir.path()).unwrap()), ["session", "totals"]);
+        store.write_meta(META_KEY_GROUPS, &GROUPS.to_be_bytes()).unwrap();
+        let reader = StateReader::open(dir.path()).unwrap();
+        assert_eq!(reader.key_groups().unwrap(), Some(GROUPS));
+        assert_eq!(names(&reader), ["session", "totals"]);
+        let nobody = EntryFilter { operator: 0, variable: None, key: Some(vec!["carol".into()]) };
+        assert!(reader.entries(&nobody, NOW).unwrap().is_empty());
+    }
+
+    #[test]
+    fn flags_expired_entries_and_shows_non_cbor_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(sample(dir.path()));
+        let reader = StateReader::open(dir.path()).unwrap();
+        let filter = EntryFilter { operator: 0, variable: Some("session".into()), key: None };
+        let live = reader.entries(&filter, NOW).unwrap();
+        assert!(!live[0].expired);
+        assert_eq!(live[0].expires_at, serde_json::Value::String(format_micros_iso(NOW + 10)));
+        assert_eq!(live[0].value, serde_json::json!({"bytes": "ff00"}));
+        let later = reader.entries(&filter, NOW + 10).unwrap();
+        assert!(later[0].expired);
+        assert_eq!(serde_json::to_value(&later[0]).unwrap()["expired"], true);
+    }
+
+    #[test]
+    fn ttl_lists_show_per_element_expiry() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::open(dir.path()).unwrap();
+        let mut txn = store.begin();
+        scope("alice").list_put(&mut txn, &decl("recent", StateKind::List, Some(5)), &[cbor(&"a")]);
+        store.commit(txn, 0).unwrap();
+        let reader = StateReader::open(dir.path()).unwrap();
+        let entries = reader.entries(&alice_filter("recent"), NOW + 5).unwrap();
+        assert_eq!(entries[0].kind, StateKind::List);
+        assert_eq!(entries[0].expires_at, serde_json::json!([format_micros_iso(NOW + 5)]));
+        assert!(entries[0].expired);
+    }
+
+    #[test]
+    fn declared_schema_overrides_inference() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sample(dir.path());
+        // `session` holds non-CBOR bytes; declared as a value it stays a value.
+        let schema = OperatorSchema { variables: vec![decl("session", StateKind::Value, Some(10))] };
+        store.write_meta(&meta_schema_key(0), &serde_json::to_vec(&schema).unwrap()).unwrap();
+        let reader = StateReader::open(dir.path()).unwrap();
+        let meta = reader.metadata().unwrap();
+        let names: Vec<_> = meta.operators[0].variables.iter().map(|v| (v.name.as_str(), v.kind, v.entries)).collect();
+        assert_eq!(names[0], ("session", Some(StateKind::Value), 1));
+        assert_eq!(meta.operators[0].variables[0].ttl_us, Some(10));
+    }
+
+    #[test]
+    fn metadata_counts_keys_variables_and_timers() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(sample(dir.path()));
+        let meta = StateReader::open(dir.path()).unwrap().metadata().unwrap();
+        assert_eq!(meta.committed_batch, Some(3));
+        assert_eq!(meta.key_groups, None);
+        assert_eq!(meta.operators.len(), 1);
+        let op = &meta.operators[0];
+        assert_eq!((op.operator, op.keys, op.timers), (0, 2, 1));
+        let vars: BTreeMap<_, _> = op.variables.iter().map(|v| (v.name.as_str(), (v.kind, v.entries))).collect();
+        assert_eq!(vars["totals"], (Some(StateKind::Value), 2));
+        assert_eq!(vars["events"], (Some(StateKind::List), 1));
+        assert_eq!(vars["counts"], (Some(StateKind::Map), 2));
+    }
+
+    #[test]
+    fn reads_timers() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(sample(dir.path()));
+        let reader = StateReader::open(dir.path()).unwrap();
+        let timers = reader.timers(0, None).unwrap();
+        assert_eq!(timers.len(), 1);
+        assert_eq!(timers[0].key, vec![serde_json::json!("alice")]);
+        assert_eq!(timers[0].expiry, 2_000_000);
+        assert_eq!(timers[0].expires_at, "1970-01-01T00:00:02.000Z");
+        assert!(reader.timers(0, Some(&["bob".into()])).unwrap().is_empty());
+        assert!(reader.timers(1, None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn reads_while_the_store_is_open_for_writing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sample(dir.path());
+        let reader = StateReader::open(dir.path()).expect("read-only open next to a running query");
+        assert_eq!(reader.committed_batch().unwrap(), Some(3));
+        assert_eq!(reader.entries(&EntryFilter::default(), NOW).unwrap().len(), 7);
+        // A later commit shows in a reader opened after it; the writer keeps working.
+        let mut txn = store.begin();
+        scope("carol").value_update(&mut txn, &decl("totals", StateKind::Value, None), &cbor(&1));
+        store.commit(txn, 4).unwrap();
+        let again = StateReader::open(dir.path()).unwrap();
+        assert_eq!(again.committed_batch().unwrap(), Some(4));
+        assert_eq!(again.entries(&EntryFilter::default(), NOW).unwrap().len(), 8);
+        drop(reader);
+        let mut txn = store.begin();
+        scope("dave").value_update(&mut txn, &decl("totals", StateKind::Value, None), &cbor(&1));
+        store.commit(txn, 5).expect("the writer is not disturbed by readers");
+    }
+
+    #[test]
+    fn missing_store_says_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = StateReader::open_checkpoint(dir.path()).err().expect("no store");
+        assert!(error.to_string().contains("has the query run with this checkpoint?"), "{error}");
+        let error = StateReader::open_checkpoint(&dir.path().join("nope")).err().expect("no dir");
+        assert!(error.to_string().contains("does not exist"), "{error}");
+    }
+}

@@ -33,6 +33,58 @@ pub struct OffsetsRecord {
     pub end_offsets: Vec<serde_json::Value>,
 }
 
+/// The checkpoint's `metadata` file: who the query is and what it was started with.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    /// The record format's version.
+    pub version: u32,
+    /// The query's id, stable across restarts.
+    pub id: String,
+    /// A hash of what the pipeline's state depends on (sources' schemas, key columns,
+    /// key-group count), in hex.
+    pub pipeline_fingerprint: String,
+    /// How many key groups keys hash into.
+    pub key_groups: u16,
+    /// When the checkpoint was created (ISO 8601, UTC).
+    pub created: String,
+}
+
+impl Metadata {
+    /// Reads `checkpoint/metadata`, or creates it for a new query. An existing file is
+    /// updated when the pipeline's fingerprint changed (compatibility is checked
+    /// against the stored state schema, not here).
+    pub fn load_or_create(checkpoint: &Path, fingerprint: String, key_groups: u16) -> Result<Self> {
+        let path = checkpoint.join("metadata");
+        if path.exists() {
+            let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            let mut metadata: Metadata = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not an eddy checkpoint's metadata; restore it or use a new checkpoint", path.display()))?;
+            if metadata.pipeline_fingerprint == fingerprint {
+                return Ok(metadata);
+            }
+            crate::log::info(&format!("the pipeline changed since {} was written; its state schema is checked next", path.display()));
+            metadata.pipeline_fingerprint = fingerprint;
+            metadata.key_groups = key_groups;
+            metadata.write(&path)?;
+            return Ok(metadata);
+        }
+        let metadata = Metadata {
+            version: VERSION,
+            id: crate::progress::new_uuid_v4()?,
+            pipeline_fingerprint: fingerprint,
+            key_groups,
+            created: crate::progress::format_micros_iso(crate::progress::now_micros()),
+        };
+        metadata.write(&path)?;
+        Ok(metadata)
+    }
+
+    fn write(&self, path: &Path) -> Result<()> {
+        write_atomic(path, format!("{:#}\n", serde_json::to_value(self)?).as_bytes())
+    }
+}
+
 /// The `offsets/` and `commits/` logs of a checkpoint.
 pub struct BatchLog {
     offsets: PathBuf,
@@ -93,6 +145,18 @@ impl BatchLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn metadata_is_created_once_and_keeps_the_query_id() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let first = Metadata::load_or_create(dir.path(), "abc".into(), 128).expect("created");
+        let again = Metadata::load_or_create(dir.path(), "abc".into(), 128).expect("read");
+        assert_eq!(first, again);
+        let changed = Metadata::load_or_create(dir.path(), "def".into(), 128).expect("updated");
+        assert_eq!((changed.id, changed.pipeline_fingerprint.as_str()), (first.id, "def"));
+        let text = std::fs::read_to_string(dir.path().join("metadata")).expect("file");
+        assert!(text.contains("\"pipelineFingerprint\": \"def\""), "{text}");
+    }
 
     #[test]
     fn records_round_trip_and_old_ones_are_deleted() {

@@ -17,13 +17,14 @@ use arrow::array::RecordBatch;
 
 use super::metrics::BatchMetrics;
 use super::query::{Query, operator_id};
+use super::checkpoint::Metadata;
 use super::report::Reporter;
 use crate::progress::{Bar, ProgressLog, QueryProgress, new_uuid_v4, now_micros};
 use crate::decode::decode_json_lines;
 use crate::operator::{OperatorOptions, ShardedOperator};
 use crate::pipeline::{Pipeline, TriggerSpec};
 use crate::source::list_input_files;
-use crate::state::{Cf, OperatorStateSchema, StateStore, check_and_record};
+use crate::state::{OperatorStateSchema, StateStore, check_and_record};
 use crate::wasm::WasmRuntime;
 
 /// How to run a pipeline.
@@ -106,16 +107,19 @@ pub fn open_query(pipeline: &Pipeline, checkpoint: &Path, module_cache: Option<P
     Query::new(pipeline.clone(), checkpoint, store, sources, operator, sink, initial_state)
 }
 
-const QUERY_ID: &[u8] = b"engine/query-id";
-
-/// The query's id, kept in the store (made on the first run).
-fn query_id(store: &StateStore) -> Result<String> {
-    if let Some(id) = store.read(Cf::Meta, QUERY_ID)? {
-        return Ok(String::from_utf8_lossy(&id).into_owned());
+/// A hash of what the pipeline's state depends on: the sources' schemas, the key
+/// columns and the key-group count.
+fn pipeline_fingerprint(pipeline: &Pipeline) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for source in &pipeline.sources {
+        for field in source.schema.fields() {
+            hasher.update(format!("{}:{}:{};", field.name(), field.data_type(), field.is_nullable()));
+        }
+        hasher.update("|");
     }
-    let id = new_uuid_v4()?;
-    store.write_meta(QUERY_ID, id.as_bytes())?;
-    Ok(id)
+    hasher.update(format!("{:?}/{}", pipeline.operator.key, pipeline.operator.key_groups));
+    hasher.finalize().iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// Runs `pipeline` under its trigger; every committed batch's progress record is
@@ -133,10 +137,12 @@ pub fn run_pipeline(
             temporary.path().to_path_buf()
         }
     };
+    std::fs::create_dir_all(&checkpoint).with_context(|| format!("cannot create checkpoint {}", checkpoint.display()))?;
+    let metadata = Metadata::load_or_create(&checkpoint, pipeline_fingerprint(pipeline), pipeline.operator.key_groups)?;
     let mut query = open_query(pipeline, &checkpoint, options.module_cache.clone())?;
     let progress_log = ProgressLog::new(&checkpoint);
     let mut reporter = Reporter {
-        query_id: query_id(&query.store)?,
+        query_id: metadata.id,
         run_id: new_uuid_v4()?,
         sink: query.sink.description(),
         previous_start: None,

@@ -6,6 +6,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 mod progress;
+mod state;
 
 use crate::engine::{RunOptions, run_pipeline};
 use crate::pipeline::Pipeline;
@@ -23,6 +24,8 @@ pub struct Cli {
 enum Command {
     /// Prints a query's progress records from its checkpoint (JSON lines; --follow for new ones).
     Progress(progress::ProgressArgs),
+    /// Reads a query's state (variables, timers, metadata) from its checkpoint, read-only.
+    State(state::StateArgs),
     /// Runs a pipeline over its input, then stops.
     Run {
         /// The pipeline spec (TOML).
@@ -47,6 +50,7 @@ impl Cli {
     pub fn execute(self) -> Result<()> {
         match self.command {
             Command::Progress(args) => progress::run(&args),
+            Command::State(args) => state::run(&args),
             Command::Run { pipeline, checkpoint, no_module_cache, max_batches, progress } => {
                 let pipeline = Pipeline::load(&pipeline)?;
                 let module_cache = if no_module_cache { None } else { WasmRuntime::default_cache_dir() };

@@ -27,7 +27,8 @@ pub struct OperatorStateSchema {
     pub module_sha256: String,
 }
 
-fn schema_key(operator: u16) -> Vec<u8> {
+/// The meta key of `operator`'s state schema.
+pub(crate) fn schema_key(operator: u16) -> Vec<u8> {
     format!("schema/{operator}").into_bytes()
 }
 

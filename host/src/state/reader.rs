@@ -14,6 +14,7 @@ use rocksdb::{DB, Direction, IteratorMode, Options, ReadOptions};
 use serde::Serialize;
 
 use super::layout::{self, NEVER};
+use super::store::CF_NAMES;
 use super::variables::{StateKind, VariableDecl};
 use crate::operator::key;
 use crate::progress::format_micros_iso;
@@ -23,23 +24,30 @@ use crate::wasm::rows::scalar_json;
 const CF_STATE: &str = "state";
 const CF_TIMERS: &str = "timers";
 const CF_META: &str = "meta";
-const CF_NAMES: [&str; 5] = ["state", "timers", "timer_index", "meta", "ttl_index"];
 
 /// Meta key of the committed batch id (u64 big-endian).
-pub const META_COMMITTED_BATCH: &[u8] = b"committed-batch";
+pub const META_COMMITTED_BATCH: &[u8] = super::store::COMMITTED_BATCH;
 /// Meta key of the key-group count (u16 big-endian, or its decimal text).
 pub const META_KEY_GROUPS: &[u8] = b"key-groups";
 
-/// Meta key of an operator's declared state variables: JSON
-/// `{"variables":[{"name","kind","ttl_us"}]}`.
+/// Meta key of an operator's state schema (written at query start, see
+/// `compatibility.rs`): JSON `{"key_columns","key_groups","variables":[{"name","kind","ttl_us"}],..}`.
 pub fn meta_schema_key(operator: u16) -> Vec<u8> {
-    format!("schema/{operator}").into_bytes()
+    super::compatibility::schema_key(operator)
 }
 
-/// The operator schema stored under [`meta_schema_key`].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+/// The part of the operator schema stored under [`meta_schema_key`] that reading
+/// needs (lenient: older or newer schemas with fewer or more fields still read).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct OperatorSchema {
+    /// The grouping columns.
+    #[serde(default)]
+    pub key_columns: Vec<String>,
+    /// How many key groups keys hash into.
+    #[serde(default)]
+    pub key_groups: Option<u16>,
     /// The state variables the processor declared.
+    #[serde(default)]
     pub variables: Vec<VariableDecl>,
 }
 
@@ -108,7 +116,8 @@ pub struct StoreMetadata {
     pub state_store: String,
     /// The last committed batch, if any.
     pub committed_batch: Option<u64>,
-    /// The key-group count, when the store records it.
+    /// The key-group count, when the store records it outside the operator schemas.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub key_groups: Option<u16>,
     /// Every operator with state or timers.
     pub operators: Vec<OperatorMetadata>,
@@ -120,6 +129,12 @@ pub struct StoreMetadata {
 pub struct OperatorMetadata {
     /// The operator id.
     pub operator: u16,
+    /// The grouping columns, when the store records the schema.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_columns: Option<Vec<String>>,
+    /// The key-group count, when the store records the schema.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_groups: Option<u16>,
     /// Grouping keys with at least one state entry.
     pub keys: u64,
     /// Registered timers.
@@ -253,10 +268,13 @@ impl StateReader {
     /// Calls `f` with every state entry `filter` selects, in store order. Expired
     /// entries not yet evicted are included (flagged), relative to `now`.
     pub fn for_each_entry(&self, filter: &EntryFilter, now: i64, mut f: impl FnMut(StateEntry) -> Result<()>) -> Result<()> {
-        let kinds: BTreeMap<String, StateKind> = self
-            .schema(filter.operator)?
-            .map(|schema| schema.variables.into_iter().map(|decl| (decl.name, decl.kind)).collect())
-            .unwrap_or_default();
+        let schema = self.schema(filter.operator)?.unwrap_or_default();
+        let key_groups = match schema.key_groups {
+            Some(groups) => Some(groups),
+            None => self.key_groups()?,
+        };
+        let kinds: BTreeMap<String, StateKind> =
+            schema.variables.into_iter().map(|decl| (decl.name, decl.kind)).collect();
         let mut visit = |raw_key: &[u8], raw_value: &[u8]| -> Result<bool> {
             let Some((_, key_group, key_bytes, variable, rest)) = layout::split_state_key(raw_key) else {
                 bail!("corrupt state key {} in {}", hex(raw_key), self.path.display());
@@ -274,7 +292,7 @@ impl StateReader {
         };
         let operator_prefix = filter.operator.to_be_bytes();
         // With a known key-group count, a key's entries are one contiguous range.
-        if let (Some(wanted), Some(groups)) = (&filter.key, self.key_groups()?) {
+        if let (Some(wanted), Some(groups)) = (&filter.key, key_groups) {
             if let Some(encoded) = encode_key(wanted) {
                 let prefix = layout::key_prefix(filter.operator, key::key_group(&encoded, groups), &encoded);
                 let mut found = false;
@@ -344,7 +362,12 @@ impl StateReader {
         })?;
         let mut out = Vec::new();
         for (operator, op) in operators {
-            let declared = self.schema(operator)?.map(|schema| schema.variables).unwrap_or_default();
+            let schema = self.schema(operator)?;
+            let (key_columns, key_groups) = match &schema {
+                Some(schema) => (Some(schema.key_columns.clone()), schema.key_groups),
+                None => (None, None),
+            };
+            let declared = schema.map(|schema| schema.variables).unwrap_or_default();
             let mut variables: Vec<VariableMetadata> = declared
                 .iter()
                 .map(|decl| VariableMetadata {
@@ -359,7 +382,7 @@ impl StateReader {
                     variables.push(VariableMetadata { name, kind, ttl_us: None, entries });
                 }
             }
-            out.push(OperatorMetadata { operator, keys: op.keys.len() as u64, timers: op.timers, variables });
+            out.push(OperatorMetadata { operator, key_columns, key_groups, keys: op.keys.len() as u64, timers: op.timers, variables });
         }
         Ok(StoreMetadata {
             state_store: self.path.display().to_string(),
@@ -516,202 +539,5 @@ fn hex(bytes: &[u8]) -> String {
 
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::state::{KeyScope, StateStore};
-
-    fn cbor<T: Serialize>(value: &T) -> Vec<u8> {
-        let mut out = Vec::new();
-        ciborium::into_writer(value, &mut out).expect("cbor");
-        out
-    }
-
-    fn decl(name: &str, kind: StateKind, ttl_us: Option<u64>) -> VariableDecl {
-        VariableDecl { name: name.into(), kind, ttl_us }
-    }
-
-    const GROUPS: u16 = 16;
-    const NOW: i64 = 1_000_000;
-
-    fn scope(user: &str) -> KeyScope {
-        let encoded = key::encode(&[Scalar::Utf8(user.into())]);
-        KeyScope::new(0, key::key_group(&encoded, GROUPS), encoded, NOW)
-    }
-
-    /// A store with: alice's totals (value), events (list), counts (map, 2 entries),
-    /// a timer; bob's totals; a TTL'd value `session` for bob that expires at NOW + 10.
-    fn sample(dir: &Path) -> StateStore {
-        let store = StateStore::open(dir).expect("open");
-        let mut txn = store.begin();
-        let totals = decl("totals", StateKind::Value, None);
-        let events = decl("events", StateKind::List, None);
-        let counts = decl("counts", StateKind::Map, None);
-        let session = decl("session", StateKind::Value, Some(10));
-        let alice = scope("alice");
-        alice.value_update(&mut txn, &totals, &cbor(&serde_json::json!({"count": 4, "sum": 69})));
-        alice.list_put(&mut txn, &events, &[cbor(&1), cbor(&"two")]);
-        alice.map_update(&mut txn, &counts, &cbor(&"x"), &cbor(&3));
-        alice.map_update(&mut txn, &counts, &cbor(&"y"), &cbor(&5));
-        alice.timer_register(&mut txn, 2_000_000);
-        let bob = scope("bob");
-        bob.value_update(&mut txn, &totals, &cbor(&serde_json::json!({"count": 1, "sum": 7})));
-        bob.value_update(&mut txn, &session, &[0xff, 0x00]);
-        store.commit(txn, 3).expect("commit");
-        store
-    }
-
-    fn alice_filter(var: &str) -> EntryFilter {
-        EntryFilter { operator: 0, variable: Some(var.into()), key: Some(vec!["alice".into()]) }
-    }
-
-    #[test]
-    fn reads_values_lists_and_maps_with_inferred_kinds() {
-        let dir = tempfile::tempdir().unwrap();
-        drop(sample(dir.path()));
-        let reader = StateReader::open(dir.path()).expect("reader");
-        let totals = reader.entries(&alice_filter("totals"), NOW).unwrap();
-        assert_eq!(totals.len(), 1);
-        assert_eq!(totals[0].kind, StateKind::Value);
-        assert_eq!(totals[0].value, serde_json::json!({"count": 4, "sum": 69}));
-        assert_eq!(totals[0].expires_at, serde_json::Value::Null);
-        let line = serde_json::to_value(&totals[0]).unwrap();
-        assert_eq!(line["key"], serde_json::json!(["alice"]));
-        assert_eq!(line["var"], "totals");
-        assert_eq!(line["kind"], "value");
-        assert!(line.get("mapKey").is_none() && line.get("expired").is_none());
-
-        let events = reader.entries(&alice_filter("events"), NOW).unwrap();
-        assert_eq!(events[0].kind, StateKind::List);
-        assert_eq!(events[0].value, serde_json::json!([1, "two"]));
-        assert_eq!(events[0].expires_at, serde_json::Value::Null);
-
-        let counts = reader.entries(&alice_filter("counts"), NOW).unwrap();
-        assert_eq!(counts.len(), 2);
-        assert!(counts.iter().all(|entry| entry.kind == StateKind::Map));
-        assert_eq!(counts[0].map_key, Some("x".into()));
-        assert_eq!(counts[1].value, serde_json::json!(5));
-
-        let all = reader.entries(&EntryFilter::default(), NOW).unwrap();
-        assert_eq!(all.len(), 7);
-        assert_eq!(reader.committed_batch().unwrap(), Some(3));
-    }
-
-    #[test]
-    fn key_filter_works_with_and_without_key_groups() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = sample(dir.path());
-        let bob = EntryFilter { operator: 0, variable: None, key: Some(vec!["bob".into()]) };
-        let names = |reader: &StateReader| -> Vec<String> {
-            reader.entries(&bob, NOW).unwrap().into_iter().map(|entry| entry.var).collect()
-        };
-        assert_eq!(names(&StateReader::open(dir.path()).unwrap()), ["session", "totals"]);
-        store.write_meta(META_KEY_GROUPS, &GROUPS.to_be_bytes()).unwrap();
-        let reader = StateReader::open(dir.path()).unwrap();
-        assert_eq!(reader.key_groups().unwrap(), Some(GROUPS));
-        assert_eq!(names(&reader), ["session", "totals"]);
-        let nobody = EntryFilter { operator: 0, variable: None, key: Some(vec!["carol".into()]) };
-        assert!(reader.entries(&nobody, NOW).unwrap().is_empty());
-    }
-
-    #[test]
-    fn flags_expired_entries_and_shows_non_cbor_bytes() {
-        let dir = tempfile::tempdir().unwrap();
-        drop(sample(dir.path()));
-        let reader = StateReader::open(dir.path()).unwrap();
-        let filter = EntryFilter { operator: 0, variable: Some("session".into()), key: None };
-        let live = reader.entries(&filter, NOW).unwrap();
-        assert!(!live[0].expired);
-        assert_eq!(live[0].expires_at, serde_json::Value::String(format_micros_iso(NOW + 10)));
-        assert_eq!(live[0].value, serde_json::json!({"bytes": "ff00"}));
-        let later = reader.entries(&filter, NOW + 10).unwrap();
-        assert!(later[0].expired);
-        assert_eq!(serde_json::to_value(&later[0]).unwrap()["expired"], true);
-    }
-
-    #[test]
-    fn ttl_lists_show_per_element_expiry() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = StateStore::open(dir.path()).unwrap();
-        let mut txn = store.begin();
-        scope("alice").list_put(&mut txn, &decl("recent", StateKind::List, Some(5)), &[cbor(&"a")]);
-        store.commit(txn, 0).unwrap();
-        let reader = StateReader::open(dir.path()).unwrap();
-        let entries = reader.entries(&alice_filter("recent"), NOW + 5).unwrap();
-        assert_eq!(entries[0].kind, StateKind::List);
-        assert_eq!(entries[0].expires_at, serde_json::json!([format_micros_iso(NOW + 5)]));
-        assert!(entries[0].expired);
-    }
-
-    #[test]
-    fn declared_schema_overrides_inference() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = sample(dir.path());
-        // `session` holds non-CBOR bytes; declared as a value it stays a value.
-        let schema = OperatorSchema { variables: vec![decl("session", StateKind::Value, Some(10))] };
-        store.write_meta(&meta_schema_key(0), &serde_json::to_vec(&schema).unwrap()).unwrap();
-        let reader = StateReader::open(dir.path()).unwrap();
-        let meta = reader.metadata().unwrap();
-        let names: Vec<_> = meta.operators[0].variables.iter().map(|v| (v.name.as_str(), v.kind, v.entries)).collect();
-        assert_eq!(names[0], ("session", Some(StateKind::Value), 1));
-        assert_eq!(meta.operators[0].variables[0].ttl_us, Some(10));
-    }
-
-    #[test]
-    fn metadata_counts_keys_variables_and_timers() {
-        let dir = tempfile::tempdir().unwrap();
-        drop(sample(dir.path()));
-        let meta = StateReader::open(dir.path()).unwrap().metadata().unwrap();
-        assert_eq!(meta.committed_batch, Some(3));
-        assert_eq!(meta.key_groups, None);
-        assert_eq!(meta.operators.len(), 1);
-        let op = &meta.operators[0];
-        assert_eq!((op.operator, op.keys, op.timers), (0, 2, 1));
-        let vars: BTreeMap<_, _> = op.variables.iter().map(|v| (v.name.as_str(), (v.kind, v.entries))).collect();
-        assert_eq!(vars["totals"], (Some(StateKind::Value), 2));
-        assert_eq!(vars["events"], (Some(StateKind::List), 1));
-        assert_eq!(vars["counts"], (Some(StateKind::Map), 2));
-    }
-
-    #[test]
-    fn reads_timers() {
-        let dir = tempfile::tempdir().unwrap();
-        drop(sample(dir.path()));
-        let reader = StateReader::open(dir.path()).unwrap();
-        let timers = reader.timers(0, None).unwrap();
-        assert_eq!(timers.len(), 1);
-        assert_eq!(timers[0].key, vec![serde_json::json!("alice")]);
-        assert_eq!(timers[0].expiry, 2_000_000);
-        assert_eq!(timers[0].expires_at, "1970-01-01T00:00:02.000Z");
-        assert!(reader.timers(0, Some(&["bob".into()])).unwrap().is_empty());
-        assert!(reader.timers(1, None).unwrap().is_empty());
-    }
-
-    #[test]
-    fn reads_while_the_store_is_open_for_writing() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = sample(dir.path());
-        let reader = StateReader::open(dir.path()).expect("read-only open next to a running query");
-        assert_eq!(reader.committed_batch().unwrap(), Some(3));
-        assert_eq!(reader.entries(&EntryFilter::default(), NOW).unwrap().len(), 7);
-        // A later commit shows in a reader opened after it; the writer keeps working.
-        let mut txn = store.begin();
-        scope("carol").value_update(&mut txn, &decl("totals", StateKind::Value, None), &cbor(&1));
-        store.commit(txn, 4).unwrap();
-        let again = StateReader::open(dir.path()).unwrap();
-        assert_eq!(again.committed_batch().unwrap(), Some(4));
-        assert_eq!(again.entries(&EntryFilter::default(), NOW).unwrap().len(), 8);
-        drop(reader);
-        let mut txn = store.begin();
-        scope("dave").value_update(&mut txn, &decl("totals", StateKind::Value, None), &cbor(&1));
-        store.commit(txn, 5).expect("the writer is not disturbed by readers");
-    }
-
-    #[test]
-    fn missing_store_says_what_to_do() {
-        let dir = tempfile::tempdir().unwrap();
-        let error = StateReader::open_checkpoint(dir.path()).err().expect("no store");
-        assert!(error.to_string().contains("has the query run with this checkpoint?"), "{error}");
-        let error = StateReader::open_checkpoint(&dir.path().join("nope")).err().expect("no dir");
-        assert!(error.to_string().contains("does not exist"), "{error}");
-    }
-}
+#[path = "reader_tests.rs"]
+mod tests;

@@ -30,8 +30,10 @@ pub enum Cf {
     TtlIndex = 4,
 }
 
-const CF_NAMES: [&str; 5] = ["state", "timers", "timer_index", "meta", "ttl_index"];
-const COMMITTED_BATCH: &[u8] = b"committed-batch";
+/// The column families, in [`Cf`] order.
+pub(crate) const CF_NAMES: [&str; 5] = ["state", "timers", "timer_index", "meta", "ttl_index"];
+/// The meta key of the last committed batch id.
+pub(crate) const COMMITTED_BATCH: &[u8] = b"committed-batch";
 
 impl Cf {
     fn name(self) -> &'static str {

@@ -70,3 +70,16 @@ impl Cli {
         }
     }
 }
+
+/// Runs `print` on stdout; a closed stdout (e.g. `| head`) ends it quietly.
+fn print_to_stdout(print: impl FnOnce(&mut std::io::StdoutLock<'static>) -> Result<()>) -> Result<()> {
+    match print(&mut std::io::stdout().lock()) {
+        Err(error) if is_broken_pipe(&error) => Ok(()),
+        other => other,
+    }
+}
+
+/// Whether `error` comes from writing to a closed pipe.
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| cause.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe))
+}

@@ -30,11 +30,7 @@ pub struct ProgressArgs {
 /// Runs `eddy progress`, printing to stdout. A closed stdout (e.g. `| head`) ends it
 /// quietly.
 pub fn run(args: &ProgressArgs) -> Result<()> {
-    let stdout = std::io::stdout();
-    match print_records(args, &mut stdout.lock()) {
-        Err(e) if is_broken_pipe(&e) => Ok(()),
-        other => other,
-    }
+    super::print_to_stdout(|out| print_records(args, out))
 }
 
 /// Prints the records `args` asks for to `out`; with `--follow`, never returns but
@@ -67,12 +63,6 @@ fn print_record(record: &QueryProgress, pretty: bool, out: &mut impl Write) -> R
     writeln!(out, "{text}")?;
     out.flush()?;
     Ok(())
-}
-
-fn is_broken_pipe(error: &anyhow::Error) -> bool {
-    error
-        .chain()
-        .any(|cause| cause.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe))
 }
 
 #[cfg(test)]
@@ -174,7 +164,7 @@ mod tests {
     #[test]
     fn a_broken_pipe_is_recognised_through_context() {
         let error = anyhow::Error::from(std::io::Error::from(std::io::ErrorKind::BrokenPipe)).context("printing");
-        assert!(is_broken_pipe(&error));
-        assert!(!is_broken_pipe(&anyhow::anyhow!("other")));
+        assert!(crate::cli::is_broken_pipe(&error));
+        assert!(!crate::cli::is_broken_pipe(&anyhow::anyhow!("other")));
     }
 }

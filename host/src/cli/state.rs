@@ -54,11 +54,7 @@ pub struct ReadArgs {
 
 /// Runs `eddy state`, printing to stdout. A closed stdout (e.g. `| head`) ends it quietly.
 pub fn run(args: &StateArgs) -> Result<()> {
-    let stdout = std::io::stdout();
-    match print_state(args, &mut stdout.lock()) {
-        Err(e) if is_broken_pipe(&e) => Ok(()),
-        other => other,
-    }
+    super::print_to_stdout(|out| print_state(args, out))
 }
 
 /// Prints what `args` asks for to `out`.
@@ -98,12 +94,6 @@ fn parse_key(text: &str) -> Result<Vec<serde_json::Value>> {
         serde_json::Value::Object(_) => bail!("--key {text:?} is an object: give the key's values as a JSON array, e.g. '[\"alice\"]'"),
         single => Ok(vec![single]),
     }
-}
-
-fn is_broken_pipe(error: &anyhow::Error) -> bool {
-    error
-        .chain()
-        .any(|cause| cause.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe))
 }
 
 #[cfg(test)]

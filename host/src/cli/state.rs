@@ -47,6 +47,10 @@ pub struct ReadArgs {
     /// Only this grouping key, as a JSON array of its values, e.g. '["alice"]'.
     #[arg(long, value_name = "JSON")]
     pub key: Option<String>,
+    /// Prints the change feed of batches FROM..TO (inclusive; `N` alone for one batch)
+    /// from the change log: batch, key, variable, `update` or `delete`, value.
+    #[arg(long, value_name = "FROM..TO", conflicts_with = "timers")]
+    pub changes: Option<String>,
     /// Prints the timers instead of the state variables.
     #[arg(long)]
     pub timers: bool,
@@ -68,7 +72,15 @@ pub fn print_state(args: &StateArgs, out: &mut impl Write) -> Result<()> {
         StateCommand::Read(read) => {
             let key = read.key.as_deref().map(parse_key).transpose()?;
             let reader = StateReader::open_checkpoint(&read.checkpoint)?;
-            if read.timers {
+            if let Some(range) = &read.changes {
+                let (from, to) = parse_range(range)?;
+                for change in reader.changes(read.operator, from, to)? {
+                    let matches_var = read.var.as_ref().is_none_or(|var| *var == change.entry.var);
+                    if matches_var && key.as_ref().is_none_or(|key| *key == change.entry.key) {
+                        writeln!(out, "{}", serde_json::to_string(&change)?)?;
+                    }
+                }
+            } else if read.timers {
                 for timer in reader.timers(read.operator, key.as_deref())? {
                     writeln!(out, "{}", serde_json::to_string(&timer)?)?;
                 }
@@ -83,6 +95,18 @@ pub fn print_state(args: &StateArgs, out: &mut impl Write) -> Result<()> {
     }
     out.flush()?;
     Ok(())
+}
+
+/// `--changes`: `FROM..TO` or a single batch id.
+fn parse_range(text: &str) -> Result<(u64, u64)> {
+    let bad = || anyhow::anyhow!("--changes {text:?} is not a batch range: write FROM..TO, e.g. 3..7, or one batch id");
+    match text.split_once("..") {
+        Some((from, to)) => Ok((from.trim().parse().map_err(|_| bad())?, to.trim().parse().map_err(|_| bad())?)),
+        None => {
+            let batch = text.trim().parse().map_err(|_| bad())?;
+            Ok((batch, batch))
+        }
+    }
 }
 
 /// `--key`: a JSON array of the key's values (a single value is taken as a one-part key).

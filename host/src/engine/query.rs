@@ -244,6 +244,7 @@ impl Query {
         self.store.commit_all(txns, batch_id)?;
         self.log.write_commit(batch_id, next_watermark.current())?;
         self.log.retain_last(batch_id, self.retain_batches)?;
+        self.store.prune_changelog((batch_id + 1).saturating_sub(self.retain_batches))?;
         metrics.commit_ms = commit_started.elapsed().as_millis() as u64;
         self.watermark = next_watermark;
         self.initial_state = None;

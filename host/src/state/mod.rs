@@ -13,4 +13,4 @@ pub use ttl::evict_expired;
 pub use variables::{DueTimer, KeyScope, StateKind, Timers, VariableDecl, live_list, value_get};
 pub mod reader;
 
-pub use reader::{EntryFilter, OperatorSchema, StateEntry, StateReader, StoreMetadata, TimerEntry};
+pub use reader::{EntryFilter, OperatorSchema, StateChange, StateEntry, StateReader, StoreMetadata, TimerEntry};

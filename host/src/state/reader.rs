@@ -308,6 +308,35 @@ impl StateReader {
         self.scan(CF_STATE, &operator_prefix, |k, v| visit(k, v).map(drop))
     }
 
+    /// The change feed of batches `from..=to` (as far as the change log retains them):
+    /// every state entry each batch wrote or deleted, in batch then key order.
+    pub fn changes(&self, operator: u16, from: u64, to: u64) -> Result<Vec<StateChange>> {
+        let schema = self.schema(operator)?.unwrap_or_default();
+        let kinds: BTreeMap<String, StateKind> = schema.variables.into_iter().map(|decl| (decl.name, decl.kind)).collect();
+        let mut changes = Vec::new();
+        self.scan(super::store::CHANGELOG, &[], |raw_key, raw_value| {
+            let (Some(batch), Some(state_key)) = (raw_key.get(..8), raw_key.get(8..)) else { return Ok(()) };
+            let batch = u64::from_be_bytes(batch.try_into().unwrap_or_default());
+            let Some((entry_operator, key_group, key_bytes, variable, rest)) = layout::split_state_key(state_key) else {
+                bail!("corrupt change-log key {} in {}", hex(raw_key), self.path.display());
+            };
+            if batch < from || batch > to || entry_operator != operator {
+                return Ok(());
+            }
+            let deleted = raw_value.first() == Some(&1);
+            let value = raw_value.get(1..).unwrap_or_default();
+            let kind = kinds.get(variable).copied().unwrap_or_else(|| if deleted { StateKind::Value } else { infer_kind(rest, value) });
+            let mut entry = decode_entry(decode_key(key_bytes), key_group, variable, kind, rest, value, i64::MIN);
+            if deleted {
+                entry.value = serde_json::Value::Null;
+                entry.expires_at = serde_json::Value::Null;
+            }
+            changes.push(StateChange { batch, change: if deleted { "delete" } else { "update" }, entry });
+            Ok(())
+        })?;
+        Ok(changes)
+    }
+
     /// Every state entry `filter` selects.
     pub fn entries(&self, filter: &EntryFilter, now: i64) -> Result<Vec<StateEntry>> {
         let mut out = Vec::new();
@@ -449,6 +478,18 @@ fn decode_entry(
         },
     }
     entry
+}
+
+/// One entry of the change feed.
+#[derive(Clone, Debug, Serialize)]
+pub struct StateChange {
+    /// The batch that made the change.
+    pub batch: u64,
+    /// `update` or `delete`.
+    pub change: &'static str,
+    /// The entry (for a delete, without a value).
+    #[serde(flatten)]
+    pub entry: StateEntry,
 }
 
 /// A grouping key's values as JSON (undecodable bytes as `{"bytes": hex}`).

@@ -31,7 +31,11 @@ pub enum Cf {
 }
 
 /// The column families, in [`Cf`] order.
-pub(crate) const CF_NAMES: [&str; 5] = ["state", "timers", "timer_index", "meta", "ttl_index"];
+pub(crate) const CF_NAMES: [&str; 6] = ["state", "timers", "timer_index", "meta", "ttl_index", CHANGELOG];
+
+/// The column family holding each batch's state changes: `batch u64 | state key` →
+/// `0 | new value` (update) or `1` (delete). Written in the batch's own atomic commit.
+pub(crate) const CHANGELOG: &str = "changelog";
 /// The meta key of the last committed batch id.
 pub(crate) const COMMITTED_BATCH: &[u8] = b"committed-batch";
 
@@ -87,7 +91,16 @@ impl StateStore {
     /// shard) and `batch_id` as the committed batch, in one atomic, durable write.
     pub fn commit_all(&self, txns: Vec<StateTxn>, batch_id: u64) -> Result<()> {
         let mut batch = WriteBatch::default();
+        let changelog = self.cf_handle(CHANGELOG)?;
         for txn in &txns {
+            for (key, change) in &txn.overlay[Cf::State as usize] {
+                let mut log_key = batch_id.to_be_bytes().to_vec();
+                log_key.extend_from_slice(key);
+                match change {
+                    Some(value) => batch.put_cf(changelog, log_key, [&[0u8][..], value].concat()),
+                    None => batch.put_cf(changelog, log_key, [1u8]),
+                }
+            }
             for (index, changes) in txn.overlay.iter().enumerate() {
                 let cf = self.cf_handle(CF_NAMES[index])?;
                 for (key, change) in changes {
@@ -110,6 +123,12 @@ impl StateStore {
     pub fn committed_batch(&self) -> Result<Option<u64>> {
         let raw = self.db.get_cf(self.cf_handle(Cf::Meta.name())?, COMMITTED_BATCH)?;
         Ok(raw.and_then(|bytes| Some(u64::from_be_bytes(bytes.as_slice().try_into().ok()?))))
+    }
+
+    /// Deletes the change log of every batch before `batch_id`.
+    pub fn prune_changelog(&self, batch_id: u64) -> Result<()> {
+        let cf = self.cf_handle(CHANGELOG)?;
+        Ok(self.db.delete_range_cf(cf, 0u64.to_be_bytes(), batch_id.to_be_bytes())?)
     }
 
     /// RocksDB's estimate of the number of live state entries.

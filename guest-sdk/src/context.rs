@@ -89,15 +89,7 @@ impl InitContext {
             accepts_late_rows: false,
             initial_state_schema: None,
         };
-        InitContext {
-            input_schema,
-            key_schema,
-            output_mode,
-            config,
-            event_time_column: None,
-            store,
-            spec,
-        }
+        InitContext { input_schema, key_schema, output_mode, config, event_time_column: None, store, spec }
     }
 
     pub(crate) fn input_schema_rc(&self) -> Rc<Schema> {
@@ -147,11 +139,7 @@ impl InitContext {
 
     /// The config deserialized into `T`; use `#[serde(default)]` for optional fields.
     pub fn config<T: DeserializeOwned>(&self) -> Result<T> {
-        let text = if self.config.trim().is_empty() {
-            "{}"
-        } else {
-            &self.config
-        };
+        let text = if self.config.trim().is_empty() { "{}" } else { &self.config };
         serde_json::from_str(text).map_err(|e| {
             Error::msg(format!(
                 "invalid processor config {text}: {e}; fix the operator's `config` table in the \
@@ -170,11 +158,7 @@ impl InitContext {
             )));
         }
         let ttl_micros = ttl.to_micros(name)?;
-        self.spec.state.push(StateDecl {
-            name: name.to_string(),
-            kind,
-            ttl_micros,
-        });
+        self.spec.state.push(StateDecl { name: name.to_string(), kind, ttl_micros });
         Ok(())
     }
 

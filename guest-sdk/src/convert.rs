@@ -36,26 +36,16 @@ fn data_type_to_wit(data_type: DataType) -> wit::DataType {
 pub(crate) fn schema_from_wit(fields: Vec<wit::Field>, what: &str) -> Result<Rc<Schema>> {
     let fields = fields
         .into_iter()
-        .map(|f| Field {
-            name: f.name,
-            data_type: data_type_from_wit(f.data_type),
-            nullable: f.nullable,
-        })
+        .map(|f| Field { name: f.name, data_type: data_type_from_wit(f.data_type), nullable: f.nullable })
         .collect();
-    Ok(Rc::new(
-        Schema::new(fields).map_err(|e| e.context(format!("the host's {what}")))?,
-    ))
+    Ok(Rc::new(Schema::new(fields).map_err(|e| e.context(format!("the host's {what}")))?))
 }
 
 fn schema_to_wit(schema: &Schema) -> Vec<wit::Field> {
     schema
         .fields()
         .iter()
-        .map(|f| wit::Field {
-            name: f.name.clone(),
-            data_type: data_type_to_wit(f.data_type),
-            nullable: f.nullable,
-        })
+        .map(|f| wit::Field { name: f.name.clone(), data_type: data_type_to_wit(f.data_type), nullable: f.nullable })
         .collect()
 }
 
@@ -110,16 +100,11 @@ pub(crate) fn key_from_wit(parts: Vec<wit::Scalar>) -> Key {
 }
 
 pub(crate) fn timer_values_from_wit(values: wit::TimerValues) -> TimerValues {
-    TimerValues {
-        processing_time: values.processing_time,
-        watermark: values.watermark,
-    }
+    TimerValues { processing_time: values.processing_time, watermark: values.watermark }
 }
 
 pub(crate) fn expired_timer_from_wit(timer: wit::ExpiredTimer) -> ExpiredTimer {
-    ExpiredTimer {
-        expiry_time: timer.expiry_time,
-    }
+    ExpiredTimer { expiry_time: timer.expiry_time }
 }
 
 fn values_from_wit(values: wit::ColumnValues, rows: usize) -> Result<Values> {
@@ -130,26 +115,15 @@ fn values_from_wit(values: wit::ColumnValues, rows: usize) -> Result<Values> {
         wit::ColumnValues::Timestamp(v) => Values::Timestamp(v),
         wit::ColumnValues::Binary(var) => {
             check_offsets(&var.offsets, rows, var.data.len())?;
-            Values::Binary {
-                data: var.data,
-                offsets: var.offsets,
-            }
+            Values::Binary { data: var.data, offsets: var.offsets }
         }
         wit::ColumnValues::Utf8(var) => {
             check_offsets(&var.offsets, rows, var.data.len())?;
-            let data = String::from_utf8(var.data)
-                .map_err(|e| Error::msg(format!("text is not valid UTF-8: {e}")))?;
-            if let Some(bad) = var
-                .offsets
-                .iter()
-                .find(|&&o| !data.is_char_boundary(o as usize))
-            {
+            let data = String::from_utf8(var.data).map_err(|e| Error::msg(format!("text is not valid UTF-8: {e}")))?;
+            if let Some(bad) = var.offsets.iter().find(|&&o| !data.is_char_boundary(o as usize)) {
                 return Err(Error::msg(format!("offset {bad} splits a UTF-8 character")));
             }
-            Values::Utf8 {
-                data,
-                offsets: var.offsets,
-            }
+            Values::Utf8 { data, offsets: var.offsets }
         }
     })
 }
@@ -161,24 +135,16 @@ pub(crate) fn rows_from_wit(batch: wit::RowBatch, schema: Option<&Rc<Schema>>) -
     let mut columns = Vec::with_capacity(batch.columns.len());
     for (i, column) in batch.columns.into_iter().enumerate() {
         let values = values_from_wit(column.values, num_rows).map_err(|e| {
-            let name = schema
-                .and_then(|s| s.fields().get(i))
-                .map_or(format!("_{i}"), |f| f.name.clone());
+            let name = schema.and_then(|s| s.fields().get(i)).map_or(format!("_{i}"), |f| f.name.clone());
             e.context(format!("the host sent a malformed column `{name}`"))
         })?;
-        columns.push(ColumnData {
-            values,
-            validity: column.validity,
-        });
+        columns.push(ColumnData { values, validity: column.validity });
     }
     let schema = match schema {
         Some(schema) => schema.clone(),
         None => {
-            let fields = columns
-                .iter()
-                .enumerate()
-                .map(|(i, c)| Field::new(format!("_{i}"), c.values.data_type()))
-                .collect();
+            let fields =
+                columns.iter().enumerate().map(|(i, c)| Field::new(format!("_{i}"), c.values.data_type())).collect();
             Rc::new(Schema::new(fields)?)
         }
     };
@@ -195,21 +161,15 @@ pub(crate) fn rows_to_wit(rows: Rows) -> wit::RowBatch {
                 Values::Int64(v) => wit::ColumnValues::Int64(v),
                 Values::Float64(v) => wit::ColumnValues::Float64(v),
                 Values::Timestamp(v) => wit::ColumnValues::Timestamp(v),
-                Values::Utf8 { data, offsets } => wit::ColumnValues::Utf8(wit::VarLen {
-                    data: data.into_bytes(),
-                    offsets,
-                }),
-                Values::Binary { data, offsets } => {
-                    wit::ColumnValues::Binary(wit::VarLen { data, offsets })
+                Values::Utf8 { data, offsets } => {
+                    wit::ColumnValues::Utf8(wit::VarLen { data: data.into_bytes(), offsets })
                 }
+                Values::Binary { data, offsets } => wit::ColumnValues::Binary(wit::VarLen { data, offsets }),
             },
             validity: column.validity,
         })
         .collect();
-    wit::RowBatch {
-        num_rows: num_rows as u32,
-        columns,
-    }
+    wit::RowBatch { num_rows: num_rows as u32, columns }
 }
 
 #[cfg(test)]
@@ -219,44 +179,22 @@ mod tests {
     use crate::testing::batch;
 
     fn varlen(data: &[u8], offsets: &[u32]) -> wit::VarLen {
-        wit::VarLen {
-            data: data.to_vec(),
-            offsets: offsets.to_vec(),
-        }
+        wit::VarLen { data: data.to_vec(), offsets: offsets.to_vec() }
     }
 
     fn one_column(values: wit::ColumnValues, num_rows: u32) -> wit::RowBatch {
-        wit::RowBatch {
-            num_rows,
-            columns: vec![wit::Column {
-                values,
-                validity: None,
-            }],
-        }
+        wit::RowBatch { num_rows, columns: vec![wit::Column { values, validity: None }] }
     }
 
     #[test]
     fn batches_round_trip_with_nulls() -> Result<()> {
-        let rows: Vec<_> = (0..11)
-            .map(|i| {
-                row![
-                    (i % 3 != 0).then_some("é"),
-                    (i % 4 == 1).then_some(i),
-                    i as f64
-                ]
-            })
-            .collect();
+        let rows: Vec<_> =
+            (0..11).map(|i| row![(i % 3 != 0).then_some("é"), (i % 4 == 1).then_some(i), i as f64]).collect();
         let original = batch("s STRING, n BIGINT, f DOUBLE NOT NULL", &rows)?;
         let schema = Rc::new(original.schema().clone());
         let wire = rows_to_wit(original.clone());
-        assert!(
-            wire.columns[2].validity.is_none(),
-            "no bitmap without nulls"
-        );
-        assert_eq!(
-            wire.columns[0].validity.as_deref(),
-            Some(&[0b1011_0110, 0b0000_0101][..])
-        );
+        assert!(wire.columns[2].validity.is_none(), "no bitmap without nulls");
+        assert_eq!(wire.columns[0].validity.as_deref(), Some(&[0b1011_0110, 0b0000_0101][..]));
         let back = rows_from_wit(wire, Some(&schema))?;
         assert_eq!(back.to_values(), original.to_values());
         Ok(())
@@ -266,43 +204,16 @@ mod tests {
     fn malformed_batches_are_refused() {
         let schema = Rc::new(Schema::parse("s STRING").unwrap());
         let cases = [
-            (
-                one_column(wit::ColumnValues::Utf8(varlen(b"ab", &[0, 3])), 1),
-                "run past",
-            ),
-            (
-                one_column(wit::ColumnValues::Utf8(varlen(b"ab", &[0, 1])), 2),
-                "2 offsets for 2 rows",
-            ),
-            (
-                one_column(wit::ColumnValues::Utf8(varlen(&[0xff], &[0, 1])), 1),
-                "not valid UTF-8",
-            ),
-            (
-                one_column(
-                    wit::ColumnValues::Utf8(varlen("é".as_bytes(), &[0, 1, 2])),
-                    2,
-                ),
-                "splits",
-            ),
-            (
-                one_column(wit::ColumnValues::Int64(vec![1]), 1),
-                "holds BIGINT values",
-            ),
-            (
-                wit::RowBatch {
-                    num_rows: 0,
-                    columns: vec![],
-                },
-                "0 columns",
-            ),
+            (one_column(wit::ColumnValues::Utf8(varlen(b"ab", &[0, 3])), 1), "run past"),
+            (one_column(wit::ColumnValues::Utf8(varlen(b"ab", &[0, 1])), 2), "2 offsets for 2 rows"),
+            (one_column(wit::ColumnValues::Utf8(varlen(&[0xff], &[0, 1])), 1), "not valid UTF-8"),
+            (one_column(wit::ColumnValues::Utf8(varlen("é".as_bytes(), &[0, 1, 2])), 2), "splits"),
+            (one_column(wit::ColumnValues::Int64(vec![1]), 1), "holds BIGINT values"),
+            (wit::RowBatch { num_rows: 0, columns: vec![] }, "0 columns"),
         ];
         for (wire, expected) in cases {
             let err = rows_from_wit(wire, Some(&schema)).unwrap_err();
-            assert!(
-                err.message().contains(expected),
-                "{err} should mention {expected}"
-            );
+            assert!(err.message().contains(expected), "{err} should mention {expected}");
         }
     }
 
@@ -319,11 +230,7 @@ mod tests {
         let key = key_from_wit(vec![wit::Scalar::Utf8("a".into()), wit::Scalar::Null]);
         assert_eq!(key.to_string(), "(a, null)");
         let spec = Spec {
-            state: vec![crate::context::StateDecl {
-                name: "m".into(),
-                kind: StateKind::Map,
-                ttl_micros: Some(5),
-            }],
+            state: vec![crate::context::StateDecl { name: "m".into(), kind: StateKind::Map, ttl_micros: Some(5) }],
             output_schema: Rc::new(Schema::parse("x BIGINT NOT NULL").unwrap()),
             time_mode: TimeMode::EventTime,
             accepts_late_rows: true,

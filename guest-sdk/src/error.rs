@@ -18,16 +18,12 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// An error with the given message.
     pub fn msg(message: impl fmt::Display) -> Self {
-        Error {
-            message: message.to_string(),
-        }
+        Error { message: message.to_string() }
     }
 
     /// This error with `context` put in front of its message (`context: message`).
     pub fn context(self, context: impl fmt::Display) -> Self {
-        Error {
-            message: format!("{context}: {}", self.message),
-        }
+        Error { message: format!("{context}: {}", self.message) }
     }
 
     /// The full message.

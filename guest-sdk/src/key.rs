@@ -87,12 +87,9 @@ impl Key {
     }
 
     fn part(&self, index: usize) -> Result<&Value> {
-        self.parts.get(index).ok_or_else(|| {
-            Error::msg(format!(
-                "key {self} has {} part(s); there is no part {index}",
-                self.parts.len()
-            ))
-        })
+        self.parts
+            .get(index)
+            .ok_or_else(|| Error::msg(format!("key {self} has {} part(s); there is no part {index}", self.parts.len())))
     }
 
     fn mismatch(&self, index: usize, wanted: &str, found: &Value) -> Error {

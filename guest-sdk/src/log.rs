@@ -55,10 +55,7 @@ thread_local! {
 pub fn log(level: Level, message: &str) {
     let captured = CAPTURE.with(|capture| match capture.borrow_mut().as_mut() {
         Some(records) => {
-            records.push(LogRecord {
-                level,
-                message: message.to_string(),
-            });
+            records.push(LogRecord { level, message: message.to_string() });
             true
         }
         None => false,

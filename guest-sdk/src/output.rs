@@ -20,16 +20,9 @@ impl BatchBuilder {
         let columns = schema
             .fields()
             .iter()
-            .map(|field| ColumnData {
-                values: Values::empty(field.data_type),
-                validity: None,
-            })
+            .map(|field| ColumnData { values: Values::empty(field.data_type), validity: None })
             .collect();
-        BatchBuilder {
-            schema,
-            columns,
-            num_rows: 0,
-        }
+        BatchBuilder { schema, columns, num_rows: 0 }
     }
 
     /// Appends one row; on error nothing is appended.
@@ -166,9 +159,7 @@ pub struct Output {
 
 impl Output {
     pub(crate) fn new(schema: Rc<Schema>) -> Self {
-        Output {
-            builder: BatchBuilder::new(schema),
-        }
+        Output { builder: BatchBuilder::new(schema) }
     }
 
     /// The output schema.
@@ -189,20 +180,14 @@ impl Output {
     /// Appends a row of values in output-schema order. Fails (appending nothing) when
     /// the count or a type does not match, or a null goes into a `NOT NULL` column.
     pub fn append_row(&mut self, values: &[Datum<'_>]) -> Result<()> {
-        self.builder
-            .append(values)
-            .map_err(|e| e.context("cannot append an output row"))
+        self.builder.append(values).map_err(|e| e.context("cannot append an output row"))
     }
 
     /// Starts a row whose columns are set by name or position; unset nullable
     /// columns are null.
     pub fn row<'v>(&mut self) -> RowWriter<'_, 'v> {
         let width = self.builder.schema().len();
-        RowWriter {
-            output: self,
-            values: vec![None; width],
-            error: None,
-        }
+        RowWriter { output: self, values: vec![None; width], error: None }
     }
 
     pub(crate) fn finish(self) -> Rows {
@@ -238,25 +223,11 @@ impl<'v> RowWriter<'_, 'v> {
             return Err(error.context(context));
         }
         let schema = self.output.schema();
-        if let Some((field, _)) = schema
-            .fields()
-            .iter()
-            .zip(&self.values)
-            .find(|(f, v)| v.is_none() && !f.nullable)
-        {
-            return Err(Error::msg(format!(
-                "{context}: column `{field}` was not set"
-            )));
+        if let Some((field, _)) = schema.fields().iter().zip(&self.values).find(|(f, v)| v.is_none() && !f.nullable) {
+            return Err(Error::msg(format!("{context}: column `{field}` was not set")));
         }
-        let values: Vec<Datum<'v>> = self
-            .values
-            .into_iter()
-            .map(|v| v.unwrap_or(Datum::Null))
-            .collect();
-        self.output
-            .builder
-            .append(&values)
-            .map_err(|e| e.context(context))
+        let values: Vec<Datum<'v>> = self.values.into_iter().map(|v| v.unwrap_or(Datum::Null)).collect();
+        self.output.builder.append(&values).map_err(|e| e.context(context))
     }
 }
 
@@ -266,9 +237,7 @@ mod tests {
     use crate::row;
 
     fn output() -> Output {
-        Output::new(Rc::new(
-            Schema::parse("user STRING NOT NULL, n BIGINT, t TIMESTAMP").unwrap(),
-        ))
+        Output::new(Rc::new(Schema::parse("user STRING NOT NULL, n BIGINT, t TIMESTAMP").unwrap()))
     }
 
     #[test]
@@ -278,11 +247,7 @@ mod tests {
         out.append_row(&row!["b", None::<i64>, 7])?;
         let rows = out.finish();
         assert!(rows.column("t")?.is_null(0) && rows.column("n")?.is_null(1));
-        assert_eq!(
-            rows.row(1).map(|r| r.timestamp("t")).transpose()?,
-            Some(7),
-            "i64 fits TIMESTAMP"
-        );
+        assert_eq!(rows.row(1).map(|r| r.timestamp("t")).transpose()?, Some(7), "i64 fits TIMESTAMP");
         Ok(())
     }
 
@@ -290,24 +255,11 @@ mod tests {
     fn bad_rows_are_refused_whole() {
         let mut out = output();
         let unset = out.row().set("n", 1).append().unwrap_err();
-        assert!(
-            unset
-                .message()
-                .contains("column `user STRING NOT NULL` was not set"),
-            "{unset}"
-        );
-        let unknown = out
-            .row()
-            .set("user", "a")
-            .set("nope", 1)
-            .append()
-            .unwrap_err();
+        assert!(unset.message().contains("column `user STRING NOT NULL` was not set"), "{unset}");
+        let unknown = out.row().set("user", "a").set("nope", 1).append().unwrap_err();
         assert!(unknown.message().contains("no column `nope`"), "{unknown}");
         let null = out.append_row(&row![None::<&str>, 1, 2]).unwrap_err();
-        assert!(
-            null.message().contains("cannot hold the NULL value"),
-            "{null}"
-        );
+        assert!(null.message().contains("cannot hold the NULL value"), "{null}");
         let width = out.append_row(&row!["a"]).unwrap_err();
         assert!(width.message().contains("row has 1 values"), "{width}");
         assert!(out.is_empty());
@@ -317,10 +269,7 @@ mod tests {
     fn schemas_parse_and_refuse_mistakes() {
         assert!(Schema::parse("").is_ok_and(|s| s.is_empty()));
         let unknown = Schema::parse("a INTEGER").unwrap_err();
-        assert!(
-            unknown.message().contains("unknown type `INTEGER`"),
-            "{unknown}"
-        );
+        assert!(unknown.message().contains("unknown type `INTEGER`"), "{unknown}");
         let twice = Schema::parse("a BIGINT, a STRING").unwrap_err();
         assert!(twice.message().contains("two fields named `a`"), "{twice}");
         assert!(Schema::parse("a BIGINT NULL").is_err());

@@ -57,12 +57,7 @@ pub trait StatefulProcessor: Sized + 'static {
 
     /// Loads one key's initial state before the first batch. The default fails: a
     /// processor that accepts initial state implements it.
-    fn handle_initial_state(
-        &mut self,
-        key: &Key,
-        rows: &Rows,
-        timer_values: &TimerValues,
-    ) -> Result<()> {
+    fn handle_initial_state(&mut self, key: &Key, rows: &Rows, timer_values: &TimerValues) -> Result<()> {
         let _ = (rows, timer_values);
         Err(Error::msg(format!(
             "the query has initial state (key {key}) but the processor does not implement \
@@ -88,12 +83,7 @@ impl<P: StatefulProcessor> Driver<P> {
         let processor = P::init(&mut ctx)?;
         let store = ctx.store.clone();
         let input_schema = ctx.input_schema_rc();
-        Ok(Driver {
-            processor,
-            store,
-            input_schema,
-            spec: ctx.into_spec(),
-        })
+        Ok(Driver { processor, store, input_schema, spec: ctx.into_spec() })
     }
 
     pub(crate) fn processor(&self) -> &P {
@@ -141,12 +131,7 @@ impl<P: StatefulProcessor> Driver<P> {
         self.keyed(|p| p.handle_expired_timer(key, timer_values, expired_timer, output))
     }
 
-    pub(crate) fn handle_initial_state(
-        &mut self,
-        key: &Key,
-        rows: &Rows,
-        timer_values: &TimerValues,
-    ) -> Result<()> {
+    pub(crate) fn handle_initial_state(&mut self, key: &Key, rows: &Rows, timer_values: &TimerValues) -> Result<()> {
         self.keyed(|p| p.handle_initial_state(key, rows, timer_values))
     }
 

@@ -42,14 +42,8 @@ impl Values {
             DataType::Boolean => Values::Boolean(Vec::new()),
             DataType::Int64 => Values::Int64(Vec::new()),
             DataType::Float64 => Values::Float64(Vec::new()),
-            DataType::Utf8 => Values::Utf8 {
-                data: String::new(),
-                offsets: vec![0],
-            },
-            DataType::Binary => Values::Binary {
-                data: Vec::new(),
-                offsets: vec![0],
-            },
+            DataType::Utf8 => Values::Utf8 { data: String::new(), offsets: vec![0] },
+            DataType::Binary => Values::Binary { data: Vec::new(), offsets: vec![0] },
             DataType::Timestamp => Values::Timestamp(Vec::new()),
         }
     }
@@ -59,9 +53,7 @@ impl Values {
             Values::Boolean(v) => v.len(),
             Values::Int64(v) | Values::Timestamp(v) => v.len(),
             Values::Float64(v) => v.len(),
-            Values::Utf8 { offsets, .. } | Values::Binary { offsets, .. } => {
-                offsets.len().saturating_sub(1)
-            }
+            Values::Utf8 { offsets, .. } | Values::Binary { offsets, .. } => offsets.len().saturating_sub(1),
         }
     }
 
@@ -87,25 +79,17 @@ pub(crate) struct ColumnData {
 
 impl ColumnData {
     fn is_null(&self, row: usize) -> bool {
-        self.validity
-            .as_ref()
-            .is_some_and(|bits| bits[row / 8] & (1 << (row % 8)) == 0)
+        self.validity.as_ref().is_some_and(|bits| bits[row / 8] & (1 << (row % 8)) == 0)
     }
 }
 
 /// Checks that `offsets` describe `rows` values inside `data` of length `data_len`.
 pub(crate) fn check_offsets(offsets: &[u32], rows: usize, data_len: usize) -> Result<()> {
     if offsets.len() != rows + 1 || offsets[0] != 0 {
-        return Err(Error::msg(format!(
-            "{} offsets for {rows} rows (want {} starting at 0)",
-            offsets.len(),
-            rows + 1
-        )));
+        return Err(Error::msg(format!("{} offsets for {rows} rows (want {} starting at 0)", offsets.len(), rows + 1)));
     }
     if offsets.windows(2).any(|pair| pair[0] > pair[1]) || offsets[rows] as usize > data_len {
-        return Err(Error::msg(format!(
-            "offsets decrease or run past the {data_len} data bytes"
-        )));
+        return Err(Error::msg(format!("offsets decrease or run past the {data_len} data bytes")));
     }
     Ok(())
 }
@@ -137,11 +121,7 @@ pub struct Rows {
 
 impl Rows {
     /// Checks that `columns` fit `schema` and each hold `num_rows` values.
-    pub(crate) fn new(
-        schema: Rc<Schema>,
-        num_rows: usize,
-        columns: Vec<ColumnData>,
-    ) -> Result<Self> {
+    pub(crate) fn new(schema: Rc<Schema>, num_rows: usize, columns: Vec<ColumnData>) -> Result<Self> {
         if columns.len() != schema.len() {
             return Err(Error::msg(format!(
                 "batch has {} columns but its schema ({schema}) has {}",
@@ -154,45 +134,22 @@ impl Rows {
             let problem = if found != field.data_type {
                 Some(format!("holds {found} values"))
             } else if column.values.len() != num_rows {
-                Some(format!(
-                    "holds {} values for {num_rows} rows",
-                    column.values.len()
-                ))
-            } else if column
-                .validity
-                .as_ref()
-                .is_some_and(|bits| bits.len() < num_rows.div_ceil(8))
-            {
-                Some(format!(
-                    "has a validity bitmap too short for {num_rows} rows"
-                ))
+                Some(format!("holds {} values for {num_rows} rows", column.values.len()))
+            } else if column.validity.as_ref().is_some_and(|bits| bits.len() < num_rows.div_ceil(8)) {
+                Some(format!("has a validity bitmap too short for {num_rows} rows"))
             } else {
                 None
             };
             if let Some(problem) = problem {
-                return Err(Error::msg(format!(
-                    "column `{field}` of the batch {problem}"
-                )));
+                return Err(Error::msg(format!("column `{field}` of the batch {problem}")));
             }
         }
-        Ok(Rows {
-            schema,
-            num_rows,
-            columns,
-        })
+        Ok(Rows { schema, num_rows, columns })
     }
 
     /// A batch built by the SDK itself, already consistent with `schema`.
-    pub(crate) fn from_valid_parts(
-        schema: Rc<Schema>,
-        num_rows: usize,
-        columns: Vec<ColumnData>,
-    ) -> Self {
-        Rows {
-            schema,
-            num_rows,
-            columns,
-        }
+    pub(crate) fn from_valid_parts(schema: Rc<Schema>, num_rows: usize, columns: Vec<ColumnData>) -> Self {
+        Rows { schema, num_rows, columns }
     }
 
     pub(crate) fn into_parts(self) -> (usize, Vec<ColumnData>) {
@@ -217,10 +174,7 @@ impl Rows {
     /// The column named or numbered `col`.
     pub fn column(&self, col: impl ColumnRef) -> Result<Column<'_>> {
         let index = col.resolve(&self.schema)?;
-        Ok(Column {
-            field: &self.schema.fields()[index],
-            data: &self.columns[index],
-        })
+        Ok(Column { field: &self.schema.fields()[index], data: &self.columns[index] })
     }
 
     /// The values of the `BIGINT` column `col` (see [`Column::i64s`]).
@@ -339,11 +293,7 @@ impl<'a> Column<'a> {
     /// A `STRING` column's values.
     pub fn strs(&self) -> Result<StrColumn<'a>> {
         match &self.data.values {
-            Values::Utf8 { data, offsets } => Ok(StrColumn {
-                data,
-                offsets,
-                column: self.data,
-            }),
+            Values::Utf8 { data, offsets } => Ok(StrColumn { data, offsets, column: self.data }),
             _ => Err(self.mismatch(DataType::Utf8, "strs")),
         }
     }
@@ -351,11 +301,7 @@ impl<'a> Column<'a> {
     /// A `BINARY` column's values.
     pub fn binaries(&self) -> Result<BinaryColumn<'a>> {
         match &self.data.values {
-            Values::Binary { data, offsets } => Ok(BinaryColumn {
-                data,
-                offsets,
-                column: self.data,
-            }),
+            Values::Binary { data, offsets } => Ok(BinaryColumn { data, offsets, column: self.data }),
             _ => Err(self.mismatch(DataType::Binary, "binaries")),
         }
     }
@@ -478,11 +424,7 @@ impl<'a> Row<'a> {
     pub fn value(&self, col: impl ColumnRef) -> Result<Datum<'a>> {
         let index = col.resolve(&self.rows.schema)?;
         let column = &self.rows.columns[index];
-        Ok(if column.is_null(self.index) {
-            Datum::Null
-        } else {
-            column.values.datum(self.index)
-        })
+        Ok(if column.is_null(self.index) { Datum::Null } else { column.values.datum(self.index) })
     }
 
     /// Whether column `col` is null in this row.
@@ -505,11 +447,7 @@ impl<'a> Row<'a> {
         (0..self.rows.columns.len())
             .map(|index| {
                 let column = &self.rows.columns[index];
-                if column.is_null(self.index) {
-                    Value::Null
-                } else {
-                    column.values.datum(self.index).to_value()
-                }
+                if column.is_null(self.index) { Value::Null } else { column.values.datum(self.index).to_value() }
             })
             .collect()
     }

@@ -12,35 +12,29 @@ use std::sync::Once;
 use crate::bindings::eddy::processor::types as wit;
 use crate::context::InitContext;
 use crate::convert::{
-    expired_timer_from_wit, key_from_wit, output_mode_from_wit, rows_from_wit, rows_to_wit,
-    schema_from_wit, spec_to_wit, timer_values_from_wit,
+    expired_timer_from_wit, key_from_wit, output_mode_from_wit, rows_from_wit, rows_to_wit, schema_from_wit,
+    spec_to_wit, timer_values_from_wit,
 };
 use crate::error::{Error, Result};
 use crate::log::{Level, log};
-use crate::schema::Schema;
 use crate::processor::{Driver, StatefulProcessor};
+use crate::schema::Schema;
 use crate::store::{Backend, Store};
 
 pub use crate::bindings::exports::eddy::processor::handler::Guest;
-pub use wit::{
-    ExpiredTimer, InitContext as WitInitContext, ProcessorSpec, RowBatch, Scalar, TimerValues,
-};
+pub use wit::{ExpiredTimer, InitContext as WitInitContext, ProcessorSpec, RowBatch, Scalar, TimerValues};
 
 thread_local! {
     static INSTANCE: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
 }
 
-fn with_driver<P: StatefulProcessor, R>(
-    call: impl FnOnce(&mut Driver<P>) -> Result<R>,
-) -> Result<R, String> {
+fn with_driver<P: StatefulProcessor, R>(call: impl FnOnce(&mut Driver<P>) -> Result<R>) -> Result<R, String> {
     INSTANCE.with(|slot| {
         let mut slot = slot.borrow_mut();
         let driver = slot
             .as_mut()
             .and_then(|instance| instance.downcast_mut::<Driver<P>>())
-            .ok_or_else(|| {
-                "the processor is not initialized: the host must call init first".to_string()
-            })?;
+            .ok_or_else(|| "the processor is not initialized: the host must call init first".to_string())?;
         call(driver).map_err(Error::into_message)
     })
 }
@@ -53,14 +47,8 @@ fn install_panic_hook() {
         let default_hook = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             let message = info.payload_as_str().unwrap_or("(no message)");
-            let place = info
-                .location()
-                .map(|l| format!(" at {l}"))
-                .unwrap_or_default();
-            log(
-                Level::Error,
-                &format!("the processor panicked{place}: {message}"),
-            );
+            let place = info.location().map(|l| format!(" at {l}")).unwrap_or_default();
+            log(Level::Error, &format!("the processor panicked{place}: {message}"));
             default_hook(info);
         }));
     });
@@ -74,10 +62,8 @@ pub fn init<P: StatefulProcessor>(context: wit::InitContext) -> Result<wit::Proc
         let key_schema = schema_from_wit(context.key_schema, "key schema")?;
         let store = Rc::new(Store::new(Backend::Host));
         let output_mode = output_mode_from_wit(context.output_mode);
-        let initial_state_schema = context
-            .initial_state_schema
-            .map(|fields| schema_from_wit(fields, "initial-state schema"))
-            .transpose()?;
+        let initial_state_schema =
+            context.initial_state_schema.map(|fields| schema_from_wit(fields, "initial-state schema")).transpose()?;
         let mut ctx = InitContext::new(input_schema, key_schema, output_mode, context.config, store);
         ctx.set_event_time_column(context.event_time_column);
         if let Some(schema) = initial_state_schema {
@@ -100,12 +86,7 @@ pub fn handle_input_rows<P: StatefulProcessor>(
     with_driver::<P, _>(|driver| {
         let rows = rows_from_wit(rows, Some(driver.input_schema()))?;
         let mut output = driver.output();
-        driver.handle_input_rows(
-            &key_from_wit(key),
-            &rows,
-            &timer_values_from_wit(timer_values),
-            &mut output,
-        )?;
+        driver.handle_input_rows(&key_from_wit(key), &rows, &timer_values_from_wit(timer_values), &mut output)?;
         Ok(rows_to_wit(output.finish()))
     })
 }
@@ -137,11 +118,7 @@ pub fn handle_initial_state<P: StatefulProcessor>(
     with_driver::<P, _>(|driver| {
         let schema = driver.spec().initial_state_schema.clone();
         let rows = rows_from_wit(initial_state, schema.as_ref())?;
-        driver.handle_initial_state(
-            &key_from_wit(key),
-            &rows,
-            &timer_values_from_wit(timer_values),
-        )
+        driver.handle_initial_state(&key_from_wit(key), &rows, &timer_values_from_wit(timer_values))
     })
 }
 
@@ -176,8 +153,7 @@ macro_rules! export_processor {
             impl $crate::runtime::Guest for __EddyProcessorExports {
                 fn init(
                     context: $crate::runtime::WitInitContext,
-                ) -> ::core::result::Result<$crate::runtime::ProcessorSpec, ::std::string::String>
-                {
+                ) -> ::core::result::Result<$crate::runtime::ProcessorSpec, ::std::string::String> {
                     $crate::runtime::init::<$processor>(context)
                 }
 
@@ -185,8 +161,7 @@ macro_rules! export_processor {
                     key: ::std::vec::Vec<$crate::runtime::Scalar>,
                     rows: $crate::runtime::RowBatch,
                     timer_values: $crate::runtime::TimerValues,
-                ) -> ::core::result::Result<$crate::runtime::RowBatch, ::std::string::String>
-                {
+                ) -> ::core::result::Result<$crate::runtime::RowBatch, ::std::string::String> {
                     $crate::runtime::handle_input_rows::<$processor>(key, rows, timer_values)
                 }
 
@@ -194,8 +169,7 @@ macro_rules! export_processor {
                     key: ::std::vec::Vec<$crate::runtime::Scalar>,
                     timer_values: $crate::runtime::TimerValues,
                     timer: $crate::runtime::ExpiredTimer,
-                ) -> ::core::result::Result<$crate::runtime::RowBatch, ::std::string::String>
-                {
+                ) -> ::core::result::Result<$crate::runtime::RowBatch, ::std::string::String> {
                     $crate::runtime::handle_expired_timer::<$processor>(key, timer_values, timer)
                 }
 
@@ -204,11 +178,7 @@ macro_rules! export_processor {
                     initial_state: $crate::runtime::RowBatch,
                     timer_values: $crate::runtime::TimerValues,
                 ) -> ::core::result::Result<(), ::std::string::String> {
-                    $crate::runtime::handle_initial_state::<$processor>(
-                        key,
-                        initial_state,
-                        timer_values,
-                    )
+                    $crate::runtime::handle_initial_state::<$processor>(key, initial_state, timer_values)
                 }
 
                 fn close() {

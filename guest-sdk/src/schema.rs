@@ -68,11 +68,7 @@ pub struct Field {
 impl Field {
     /// A nullable field.
     pub fn new(name: impl Into<String>, data_type: DataType) -> Self {
-        Field {
-            name: name.into(),
-            data_type,
-            nullable: true,
-        }
+        Field { name: name.into(), data_type, nullable: true }
     }
 
     /// This field, made non-nullable.
@@ -156,11 +152,7 @@ impl Schema {
                      of STRING, BIGINT, DOUBLE, BOOLEAN, BINARY, TIMESTAMP"
                 ))
             })?;
-            fields.push(Field {
-                name: name.to_string(),
-                data_type,
-                nullable,
-            });
+            fields.push(Field { name: name.to_string(), data_type, nullable });
         }
         Schema::new(fields)
     }
@@ -227,9 +219,7 @@ impl ColumnRef for usize {
 
 impl ColumnRef for &str {
     fn resolve(&self, schema: &Schema) -> Result<usize> {
-        schema
-            .index_of(self)
-            .ok_or_else(|| Error::msg(format!("no column `{self}` in schema ({schema})")))
+        schema.index_of(self).ok_or_else(|| Error::msg(format!("no column `{self}` in schema ({schema})")))
     }
 }
 

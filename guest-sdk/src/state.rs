@@ -39,12 +39,10 @@ impl Ttl {
     pub(crate) fn to_micros(self, name: &str) -> Result<Option<u64>> {
         match self.0 {
             None => Ok(None),
-            Some(d) if d.is_zero() => Err(Error::msg(format!(
-                "state variable `{name}` has a zero TTL; use Ttl::NONE for no expiry"
-            ))),
-            Some(d) => Ok(Some(
-                u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1),
-            )),
+            Some(d) if d.is_zero() => {
+                Err(Error::msg(format!("state variable `{name}` has a zero TTL; use Ttl::NONE for no expiry")))
+            }
+            Some(d) => Ok(Some(u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1))),
         }
     }
 }
@@ -58,12 +56,8 @@ impl From<Duration> for Ttl {
 /// Encodes a state value as CBOR.
 pub(crate) fn encode<T: Serialize + ?Sized>(name: &str, value: &T) -> Result<Vec<u8>> {
     let mut bytes = Vec::new();
-    ciborium::into_writer(value, &mut bytes).map_err(|e| {
-        Error::msg(format!(
-            "state `{name}`: cannot encode a `{}` as CBOR: {e}",
-            type_name::<T>()
-        ))
-    })?;
+    ciborium::into_writer(value, &mut bytes)
+        .map_err(|e| Error::msg(format!("state `{name}`: cannot encode a `{}` as CBOR: {e}", type_name::<T>())))?;
     Ok(bytes)
 }
 
@@ -82,22 +76,14 @@ fn decode_all<T: DeserializeOwned>(name: &str, all: Vec<Vec<u8>>) -> Result<Vec<
     all.iter().map(|bytes| decode(name, bytes)).collect()
 }
 
-fn encode_all<'a, T: Serialize + 'a>(
-    name: &str,
-    values: impl IntoIterator<Item = &'a T>,
-) -> Result<Vec<Vec<u8>>> {
-    values
-        .into_iter()
-        .map(|value| encode(name, value))
-        .collect()
+fn encode_all<'a, T: Serialize + 'a>(name: &str, values: impl IntoIterator<Item = &'a T>) -> Result<Vec<Vec<u8>>> {
+    values.into_iter().map(|value| encode(name, value)).collect()
 }
 
 /// Runs `$host` with the opened WIT resource or `$memory` with the in-memory store.
 macro_rules! dispatch {
     ($self:ident, $resource:ty, |$h:ident| $host:expr, |$m:ident| $memory:expr) => {{
-        $self
-            .store
-            .check_active(&format!("state variable `{}`", $self.name))?;
+        $self.store.check_active(&format!("state variable `{}`", $self.name))?;
         match &$self.store.backend {
             Backend::Host => {
                 let $h = $self.handle.get_or_init(|| <$resource>::new(&$self.name));
@@ -123,12 +109,7 @@ pub struct ValueState<T> {
 
 impl<T: Serialize + DeserializeOwned> ValueState<T> {
     pub(crate) fn new(name: &str, store: Rc<Store>) -> Self {
-        ValueState {
-            name: name.to_string(),
-            store,
-            handle: OnceCell::new(),
-            _type: PhantomData,
-        }
+        ValueState { name: name.to_string(), store, handle: OnceCell::new(), _type: PhantomData }
     }
 
     /// The variable's name.
@@ -156,15 +137,13 @@ impl<T: Serialize + DeserializeOwned> ValueState<T> {
     /// Replaces the current key's value (and restarts its TTL).
     pub fn update(&self, value: &T) -> Result<()> {
         let bytes = encode(&self.name, value)?;
-        dispatch!(self, host::ValueState, |h| h.update(&bytes), |m| m
-            .value_update(&self.name, bytes));
+        dispatch!(self, host::ValueState, |h| h.update(&bytes), |m| m.value_update(&self.name, bytes));
         Ok(())
     }
 
     /// Removes the current key's value.
     pub fn clear(&self) -> Result<()> {
-        dispatch!(self, host::ValueState, |h| h.clear(), |m| m
-            .value_clear(&self.name));
+        dispatch!(self, host::ValueState, |h| h.clear(), |m| m.value_clear(&self.name));
         Ok(())
     }
 }
@@ -180,12 +159,7 @@ pub struct ListState<T> {
 
 impl<T: Serialize + DeserializeOwned> ListState<T> {
     pub(crate) fn new(name: &str, store: Rc<Store>) -> Self {
-        ListState {
-            name: name.to_string(),
-            store,
-            handle: OnceCell::new(),
-            _type: PhantomData,
-        }
+        ListState { name: name.to_string(), store, handle: OnceCell::new(), _type: PhantomData }
     }
 
     /// The variable's name.
@@ -218,23 +192,20 @@ impl<T: Serialize + DeserializeOwned> ListState<T> {
     /// Appends elements at the end, in order.
     pub fn append_list(&self, values: &[T]) -> Result<()> {
         let all = encode_all(&self.name, values)?;
-        dispatch!(self, host::ListState, |h| h.append(&all), |m| m
-            .list_append(&self.name, all));
+        dispatch!(self, host::ListState, |h| h.append(&all), |m| m.list_append(&self.name, all));
         Ok(())
     }
 
     /// Replaces the whole list.
     pub fn put(&self, values: &[T]) -> Result<()> {
         let all = encode_all(&self.name, values)?;
-        dispatch!(self, host::ListState, |h| h.put(&all), |m| m
-            .list_put(&self.name, all));
+        dispatch!(self, host::ListState, |h| h.put(&all), |m| m.list_put(&self.name, all));
         Ok(())
     }
 
     /// Removes every element.
     pub fn clear(&self) -> Result<()> {
-        dispatch!(self, host::ListState, |h| h.clear(), |m| m
-            .list_clear(&self.name));
+        dispatch!(self, host::ListState, |h| h.clear(), |m| m.list_clear(&self.name));
         Ok(())
     }
 }
@@ -251,12 +222,7 @@ pub struct MapState<K, V> {
 
 impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<K, V> {
     pub(crate) fn new(name: &str, store: Rc<Store>) -> Self {
-        MapState {
-            name: name.to_string(),
-            store,
-            handle: OnceCell::new(),
-            _type: PhantomData,
-        }
+        MapState { name: name.to_string(), store, handle: OnceCell::new(), _type: PhantomData }
     }
 
     /// The variable's name.
@@ -267,36 +233,28 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
     /// The value for `key`, if present and not expired.
     pub fn get(&self, key: &K) -> Result<Option<V>> {
         let user_key = encode(&self.name, key)?;
-        let bytes = dispatch!(self, host::MapState, |h| h.get(&user_key), |m| m
-            .map_get(&self.name, &user_key));
+        let bytes = dispatch!(self, host::MapState, |h| h.get(&user_key), |m| m.map_get(&self.name, &user_key));
         bytes.map(|bytes| decode(&self.name, &bytes)).transpose()
     }
 
     /// Whether `key` has a live value.
     pub fn contains(&self, key: &K) -> Result<bool> {
         let user_key = encode(&self.name, key)?;
-        Ok(dispatch!(
-            self,
-            host::MapState,
-            |h| h.contains(&user_key),
-            |m| m.map_get(&self.name, &user_key).is_some()
-        ))
+        Ok(dispatch!(self, host::MapState, |h| h.contains(&user_key), |m| m.map_get(&self.name, &user_key).is_some()))
     }
 
     /// Sets the value for `key` (and restarts its TTL).
     pub fn update(&self, key: &K, value: &V) -> Result<()> {
         let user_key = encode(&self.name, key)?;
         let bytes = encode(&self.name, value)?;
-        dispatch!(self, host::MapState, |h| h.update(&user_key, &bytes), |m| m
-            .map_update(&self.name, user_key, bytes));
+        dispatch!(self, host::MapState, |h| h.update(&user_key, &bytes), |m| m.map_update(&self.name, user_key, bytes));
         Ok(())
     }
 
     /// Removes `key`.
     pub fn remove(&self, key: &K) -> Result<()> {
         let user_key = encode(&self.name, key)?;
-        dispatch!(self, host::MapState, |h| h.remove(&user_key), |m| m
-            .map_remove(&self.name, &user_key));
+        dispatch!(self, host::MapState, |h| h.remove(&user_key), |m| m.map_remove(&self.name, &user_key));
         Ok(())
     }
 
@@ -312,10 +270,7 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
     pub fn keys(&self) -> Result<Vec<K>> {
         let all = dispatch!(self, host::MapState, |h| h.keys(), |m| {
             let key = m.key.clone();
-            m.map_entries(&key, &self.name)
-                .into_iter()
-                .map(|(k, _)| k)
-                .collect()
+            m.map_entries(&key, &self.name).into_iter().map(|(k, _)| k).collect()
         });
         decode_all(&self.name, all)
     }
@@ -324,10 +279,7 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
     pub fn values(&self) -> Result<Vec<V>> {
         let all = dispatch!(self, host::MapState, |h| h.values(), |m| {
             let key = m.key.clone();
-            m.map_entries(&key, &self.name)
-                .into_iter()
-                .map(|(_, v)| v)
-                .collect()
+            m.map_entries(&key, &self.name).into_iter().map(|(_, v)| v).collect()
         });
         decode_all(&self.name, all)
     }
@@ -338,17 +290,14 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
             let key = m.key.clone();
             m.map_entries(&key, &self.name)
         });
-        let entries: Result<Vec<(K, V)>> = all
-            .iter()
-            .map(|(k, v)| Ok((decode(&self.name, k)?, decode(&self.name, v)?)))
-            .collect();
+        let entries: Result<Vec<(K, V)>> =
+            all.iter().map(|(k, v)| Ok((decode(&self.name, k)?, decode(&self.name, v)?))).collect();
         Ok(entries?.into_iter())
     }
 
     /// Removes every entry.
     pub fn clear(&self) -> Result<()> {
-        dispatch!(self, host::MapState, |h| h.clear(), |m| m
-            .map_clear(&self.name));
+        dispatch!(self, host::MapState, |h| h.clear(), |m| m.map_clear(&self.name));
         Ok(())
     }
 }

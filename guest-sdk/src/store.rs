@@ -26,11 +26,7 @@ pub(crate) enum Backend {
 
 impl Store {
     pub(crate) fn new(backend: Backend) -> Self {
-        Store {
-            active: Cell::new(false),
-            time_mode: Cell::new(TimeMode::None),
-            backend,
-        }
+        Store { active: Cell::new(false), time_mode: Cell::new(TimeMode::None), backend }
     }
 
     pub(crate) fn set_active(&self, active: bool) {
@@ -97,10 +93,7 @@ impl MemoryStore {
 
     fn entry(&self, name: &str, bytes: Vec<u8>) -> Entry {
         let ttl = self.ttls.get(name).copied().flatten();
-        let expires = ttl.map(|micros| {
-            self.now
-                .saturating_add(i64::try_from(micros).unwrap_or(i64::MAX))
-        });
+        let expires = ttl.map(|micros| self.now.saturating_add(i64::try_from(micros).unwrap_or(i64::MAX)));
         Entry { bytes, expires }
     }
 
@@ -122,18 +115,12 @@ impl MemoryStore {
         let Some(list) = self.lists.get(&(key.to_vec(), name.to_string())) else {
             return Vec::new();
         };
-        list.iter()
-            .filter(|e| e.live(self.now))
-            .map(|e| e.bytes.clone())
-            .collect()
+        list.iter().filter(|e| e.live(self.now)).map(|e| e.bytes.clone()).collect()
     }
 
     pub(crate) fn list_append(&mut self, name: &str, values: Vec<Vec<u8>>) {
         let entries: Vec<Entry> = values.into_iter().map(|v| self.entry(name, v)).collect();
-        self.lists
-            .entry(self.slot(name))
-            .or_default()
-            .extend(entries);
+        self.lists.entry(self.slot(name)).or_default().extend(entries);
     }
 
     pub(crate) fn list_put(&mut self, name: &str, values: Vec<Vec<u8>>) {
@@ -152,10 +139,7 @@ impl MemoryStore {
 
     pub(crate) fn map_update(&mut self, name: &str, user_key: Vec<u8>, value: Vec<u8>) {
         let entry = self.entry(name, value);
-        self.maps
-            .entry(self.slot(name))
-            .or_default()
-            .insert(user_key, entry);
+        self.maps.entry(self.slot(name)).or_default().insert(user_key, entry);
     }
 
     pub(crate) fn map_remove(&mut self, name: &str, user_key: &[u8]) {
@@ -169,10 +153,7 @@ impl MemoryStore {
         let Some(map) = self.maps.get(&(key.to_vec(), name.to_string())) else {
             return Vec::new();
         };
-        map.iter()
-            .filter(|(_, e)| e.live(self.now))
-            .map(|(k, e)| (k.clone(), e.bytes.clone()))
-            .collect()
+        map.iter().filter(|(_, e)| e.live(self.now)).map(|(k, e)| (k.clone(), e.bytes.clone())).collect()
     }
 
     pub(crate) fn map_clear(&mut self, name: &str) {
@@ -180,10 +161,7 @@ impl MemoryStore {
     }
 
     pub(crate) fn timer_register(&mut self, expiry: i64) {
-        self.timers
-            .entry(self.key.clone())
-            .or_default()
-            .insert(expiry);
+        self.timers.entry(self.key.clone()).or_default().insert(expiry);
     }
 
     pub(crate) fn timer_delete(&mut self, expiry: i64) {
@@ -194,27 +172,19 @@ impl MemoryStore {
 
     /// The timers of `key`, earliest first.
     pub(crate) fn timer_list(&self, key: &[u8]) -> Vec<i64> {
-        self.timers
-            .get(key)
-            .map(|set| set.iter().copied().collect())
-            .unwrap_or_default()
+        self.timers.get(key).map(|set| set.iter().copied().collect()).unwrap_or_default()
     }
 
     /// Every timer with expiry ≤ `clock` as (expiry, key), in expiry order.
     pub(crate) fn due_timers(&self, clock: i64) -> Vec<(i64, Vec<u8>)> {
-        let mut due: Vec<(i64, Vec<u8>)> = self
-            .timers
-            .iter()
-            .flat_map(|(key, set)| set.range(..=clock).map(move |t| (*t, key.clone())))
-            .collect();
+        let mut due: Vec<(i64, Vec<u8>)> =
+            self.timers.iter().flat_map(|(key, set)| set.range(..=clock).map(move |t| (*t, key.clone()))).collect();
         due.sort();
         due
     }
 
     /// Removes the timer (expiry, key); whether it was there.
     pub(crate) fn take_timer(&mut self, expiry: i64, key: &[u8]) -> bool {
-        self.timers
-            .get_mut(key)
-            .is_some_and(|set| set.remove(&expiry))
+        self.timers.get_mut(key).is_some_and(|set| set.remove(&expiry))
     }
 }

@@ -50,9 +50,7 @@ pub fn batch<'v, R: AsRef<[Datum<'v>]>>(ddl: &str, rows: &[R]) -> Result<Rows> {
 fn build<'v, R: AsRef<[Datum<'v>]>>(schema: Rc<Schema>, rows: &[R]) -> Result<Rows> {
     let mut builder = BatchBuilder::new(schema);
     for (i, row) in rows.iter().enumerate() {
-        builder
-            .append(row.as_ref())
-            .map_err(|e| e.context(format!("row {i}")))?;
+        builder.append(row.as_ref()).map_err(|e| e.context(format!("row {i}")))?;
     }
     Ok(builder.finish())
 }
@@ -112,36 +110,21 @@ impl<P: StatefulProcessor> HarnessBuilder<P> {
 
     /// Runs the processor's `init` and returns the harness.
     pub fn build(self) -> Result<Harness<P>> {
-        let input_schema =
-            Rc::new(Schema::parse(&self.input_schema).map_err(|e| e.context("input schema"))?);
-        let key_schema =
-            Rc::new(Schema::parse(&self.key_schema).map_err(|e| e.context("key schema"))?);
+        let input_schema = Rc::new(Schema::parse(&self.input_schema).map_err(|e| e.context("input schema"))?);
+        let key_schema = Rc::new(Schema::parse(&self.key_schema).map_err(|e| e.context("key schema"))?);
         let memory = Rc::new(RefCell::new(MemoryStore::default()));
         memory.borrow_mut().now = self.processing_time;
         let store = Rc::new(Store::new(Backend::Memory(memory.clone())));
-        let mut ctx = InitContext::new(
-            input_schema,
-            key_schema.clone(),
-            self.output_mode,
-            self.config,
-            store,
-        );
+        let mut ctx = InitContext::new(input_schema, key_schema.clone(), self.output_mode, self.config, store);
         ctx.set_event_time_column(self.event_time_column.clone());
         if let Some(ddl) = &self.initial_state_schema {
-            ctx.set_initial_state_schema(
-                Schema::parse(ddl).map_err(|e| e.context("initial-state schema"))?,
-            );
+            ctx.set_initial_state_schema(Schema::parse(ddl).map_err(|e| e.context("initial-state schema"))?);
         }
         capture_start();
         let driver = Driver::<P>::init(ctx);
         let logs = capture_take();
         let driver = driver.map_err(|e| e.context("init failed"))?;
-        memory.borrow_mut().ttls = driver
-            .spec()
-            .state
-            .iter()
-            .map(|d| (d.name.clone(), d.ttl_micros))
-            .collect();
+        memory.borrow_mut().ttls = driver.spec().state.iter().map(|d| (d.name.clone(), d.ttl_micros)).collect();
         Ok(Harness {
             driver,
             memory,
@@ -202,10 +185,7 @@ impl<P: StatefulProcessor> Harness<P> {
     }
 
     fn timer_values(&self) -> TimerValues {
-        TimerValues {
-            processing_time: self.processing_time,
-            watermark: self.watermark,
-        }
+        TimerValues { processing_time: self.processing_time, watermark: self.watermark }
     }
 
     /// The key made of `parts`, checked against the key schema.
@@ -240,29 +220,18 @@ impl<P: StatefulProcessor> Harness<P> {
 
     /// Calls `handle_input_rows` for `key` with `rows` (each in input-schema order)
     /// at the current clocks, and returns the rows it output.
-    pub fn feed<'v, R: AsRef<[Datum<'v>]>>(
-        &mut self,
-        key: &[Datum<'_>],
-        rows: &[R],
-    ) -> Result<Rows> {
-        let rows =
-            build(self.driver.input_schema().clone(), rows).map_err(|e| e.context("input"))?;
+    pub fn feed<'v, R: AsRef<[Datum<'v>]>>(&mut self, key: &[Datum<'_>], rows: &[R]) -> Result<Rows> {
+        let rows = build(self.driver.input_schema().clone(), rows).map_err(|e| e.context("input"))?;
         let (key, key_bytes) = self.key(key)?;
         let snapshot = self.memory.borrow().clone();
         let mut output = self.driver.output();
-        self.call(key_bytes, &snapshot, |driver, tv| {
-            driver.handle_input_rows(&key, &rows, tv, &mut output)
-        })?;
+        self.call(key_bytes, &snapshot, |driver, tv| driver.handle_input_rows(&key, &rows, tv, &mut output))?;
         Ok(output.finish())
     }
 
     /// Calls `handle_initial_state` for `key` with `rows` in the schema the processor
     /// declared with [`InitContext::set_initial_state_schema`].
-    pub fn initial_state<'v, R: AsRef<[Datum<'v>]>>(
-        &mut self,
-        key: &[Datum<'_>],
-        rows: &[R],
-    ) -> Result<()> {
+    pub fn initial_state<'v, R: AsRef<[Datum<'v>]>>(&mut self, key: &[Datum<'_>], rows: &[R]) -> Result<()> {
         let Some(schema) = self.driver.spec().initial_state_schema.clone() else {
             return Err(Error::msg(
                 "no initial-state schema: give one with \
@@ -272,9 +241,7 @@ impl<P: StatefulProcessor> Harness<P> {
         let rows = build(schema, rows).map_err(|e| e.context("initial state"))?;
         let (key, key_bytes) = self.key(key)?;
         let snapshot = self.memory.borrow().clone();
-        self.call(key_bytes, &snapshot, |driver, tv| {
-            driver.handle_initial_state(&key, &rows, tv)
-        })
+        self.call(key_bytes, &snapshot, |driver, tv| driver.handle_initial_state(&key, &rows, tv))
     }
 
     /// Moves the processing time forward by `by` and fires the processing-time timers
@@ -302,9 +269,7 @@ impl<P: StatefulProcessor> Harness<P> {
     /// expiry ≤ `micros`, in expiry order; returns their output.
     pub fn set_watermark(&mut self, micros: i64) -> Result<Rows> {
         if let Some(current) = self.watermark.filter(|&w| micros < w) {
-            return Err(Error::msg(format!(
-                "the watermark cannot go back from {current} to {micros}"
-            )));
+            return Err(Error::msg(format!("the watermark cannot go back from {current} to {micros}")));
         }
         self.watermark = Some(micros);
         self.fire(TimeMode::EventTime, Some(micros))
@@ -323,19 +288,13 @@ impl<P: StatefulProcessor> Harness<P> {
             }
             let key = Key::new(decode::<Vec<Value>>("key", &key_bytes)?);
             let timer = ExpiredTimer { expiry_time };
-            self.call(key_bytes, &snapshot, |driver, tv| {
-                driver.handle_expired_timer(&key, tv, &timer, &mut output)
-            })?;
+            self.call(key_bytes, &snapshot, |driver, tv| driver.handle_expired_timer(&key, tv, &timer, &mut output))?;
         }
         Ok(output.finish())
     }
 
     /// `key`'s live value of the value state variable `name`.
-    pub fn value_state<T: DeserializeOwned>(
-        &self,
-        name: &str,
-        key: &[Datum<'_>],
-    ) -> Result<Option<T>> {
+    pub fn value_state<T: DeserializeOwned>(&self, name: &str, key: &[Datum<'_>]) -> Result<Option<T>> {
         let (_, key) = self.key(key)?;
         let bytes = self.memory.borrow().value_get(&key, name);
         bytes.map(|bytes| decode(name, &bytes)).transpose()
@@ -356,9 +315,7 @@ impl<P: StatefulProcessor> Harness<P> {
     ) -> Result<Vec<(K, V)>> {
         let (_, key) = self.key(key)?;
         let all = self.memory.borrow().map_entries(&key, name);
-        all.iter()
-            .map(|(k, v)| Ok((decode(name, k)?, decode(name, v)?)))
-            .collect()
+        all.iter().map(|(k, v)| Ok((decode(name, k)?, decode(name, v)?))).collect()
     }
 
     /// `key`'s registered timers, earliest first.

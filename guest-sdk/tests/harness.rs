@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use eddy_guest::testing::Harness;
 use eddy_guest::{
-    ExpiredTimer, InitContext, Key, ListState, MapState, Output, Result, Rows, Schema,
-    StatefulProcessor, TimeMode, TimerValues, Timers, Ttl, Value, ValueState, bail, info, row,
+    ExpiredTimer, InitContext, Key, ListState, MapState, Output, Result, Rows, Schema, StatefulProcessor, TimeMode,
+    TimerValues, Timers, Ttl, Value, ValueState, bail, info, row,
 };
 use serde::Deserialize;
 
@@ -47,13 +47,7 @@ impl StatefulProcessor for Probe {
         })
     }
 
-    fn handle_input_rows(
-        &mut self,
-        key: &Key,
-        rows: &Rows,
-        _: &TimerValues,
-        out: &mut Output,
-    ) -> Result<()> {
+    fn handle_input_rows(&mut self, key: &Key, rows: &Rows, _: &TimerValues, out: &mut Output) -> Result<()> {
         for row in rows.iter() {
             let k = row.str_opt("k")?.unwrap_or_default();
             let v = row.i64_opt("v")?.unwrap_or_default();
@@ -79,10 +73,7 @@ impl StatefulProcessor for Probe {
         timer: &ExpiredTimer,
         out: &mut Output,
     ) -> Result<()> {
-        out.row()
-            .set("event", key.str(0)?)
-            .set("value", timer.expiry_time)
-            .append()?;
+        out.row().set("event", key.str(0)?).set("value", timer.expiry_time).append()?;
         if timer.expiry_time == 7 * SEC {
             // Re-registering the firing timer keeps it for a later pass.
             self.timers.register(timer.expiry_time)?;
@@ -104,9 +95,7 @@ fn harness(time_mode: &str) -> Harness<Probe> {
 }
 
 fn fired(rows: &Rows) -> Vec<(String, i64)> {
-    rows.iter()
-        .map(|r| (r.str("event").unwrap().to_string(), r.i64("value").unwrap()))
-        .collect()
+    rows.iter().map(|r| (r.str("event").unwrap().to_string(), r.i64("value").unwrap())).collect()
 }
 
 #[test]
@@ -124,11 +113,7 @@ fn value_ttl_counts_from_each_write() -> Result<()> {
     h.set_processing_time(10 * SEC)?;
     assert_eq!(h.value_state::<i64>("last", &row!["a"])?, Some(2));
     h.set_processing_time(20 * SEC - 1)?;
-    assert_eq!(
-        h.value_state::<i64>("last", &row!["a"])?,
-        None,
-        "expiry <= now is invisible"
-    );
+    assert_eq!(h.value_state::<i64>("last", &row!["a"])?, None, "expiry <= now is invisible");
     Ok(())
 }
 
@@ -147,80 +132,39 @@ fn list_ttl_is_per_element() -> Result<()> {
 #[test]
 fn map_iterates_in_encoded_key_order() -> Result<()> {
     let mut h = harness("none");
-    let rows = [
-        row!["put", "b", 1],
-        row!["put", "aa", 2],
-        row!["put", "c", 3],
-        row!["put", "b", 4],
-    ];
+    let rows = [row!["put", "b", 1], row!["put", "aa", 2], row!["put", "c", 3], row!["put", "b", 4]];
     h.feed(&row!["a"], &rows)?;
     // CBOR puts the length first, so shorter strings sort first.
     let entries = h.map_state::<String, i64>("per_k", &row!["a"])?;
-    assert_eq!(
-        entries,
-        vec![("b".into(), 4), ("c".into(), 3), ("aa".into(), 2)]
-    );
-    assert!(
-        h.map_state::<String, i64>("per_k", &row!["other"])?
-            .is_empty()
-    );
+    assert_eq!(entries, vec![("b".into(), 4), ("c".into(), 3), ("aa".into(), 2)]);
+    assert!(h.map_state::<String, i64>("per_k", &row!["other"])?.is_empty());
     Ok(())
 }
 
 #[test]
 fn processing_timers_fire_in_expiry_order_across_keys() -> Result<()> {
     let mut h = harness("processing");
-    let x = [
-        row!["timer", "", 3 * SEC],
-        row!["timer", "", SEC],
-        row!["timer", "", SEC],
-        row!["timer", "", 2 * SEC],
-    ];
+    let x = [row!["timer", "", 3 * SEC], row!["timer", "", SEC], row!["timer", "", SEC], row!["timer", "", 2 * SEC]];
     h.feed(&row!["x"], &x)?;
     h.feed(&row!["y"], &[row!["timer", "", 1_500_000]])?;
-    assert_eq!(
-        h.timers(&row!["x"])?,
-        vec![SEC, 2 * SEC, 3 * SEC],
-        "deduplicated and sorted"
-    );
+    assert_eq!(h.timers(&row!["x"])?, vec![SEC, 2 * SEC, 3 * SEC], "deduplicated and sorted");
 
-    assert!(
-        h.set_watermark(100 * SEC)?.is_empty(),
-        "the watermark does not fire processing timers"
-    );
+    assert!(h.set_watermark(100 * SEC)?.is_empty(), "the watermark does not fire processing timers");
     let out = h.set_processing_time(2 * SEC)?;
-    let want = vec![
-        ("x".to_string(), SEC),
-        ("y".to_string(), 1_500_000),
-        ("x".to_string(), 2 * SEC),
-    ];
+    let want = vec![("x".to_string(), SEC), ("y".to_string(), 1_500_000), ("x".to_string(), 2 * SEC)];
     assert_eq!(fired(&out), want);
     assert_eq!(h.timers(&row!["x"])?, vec![3 * SEC]);
-    assert!(
-        h.set_processing_time(2 * SEC)?.is_empty(),
-        "a timer fires once"
-    );
+    assert!(h.set_processing_time(2 * SEC)?.is_empty(), "a timer fires once");
     Ok(())
 }
 
 #[test]
 fn deleted_timers_do_not_fire_and_refiring_timers_wait() -> Result<()> {
     let mut h = harness("processing");
-    h.feed(
-        &row!["x"],
-        &[
-            row!["timer", "", 5 * SEC],
-            row!["timer", "", 7 * SEC],
-            row!["del", "", 5 * SEC],
-        ],
-    )?;
+    h.feed(&row!["x"], &[row!["timer", "", 5 * SEC], row!["timer", "", 7 * SEC], row!["del", "", 5 * SEC]])?;
     let out = h.set_processing_time(8 * SEC)?;
     assert_eq!(fired(&out), vec![("x".to_string(), 7 * SEC)]);
-    assert_eq!(
-        h.timers(&row!["x"])?,
-        vec![7 * SEC],
-        "re-registered while firing"
-    );
+    assert_eq!(h.timers(&row!["x"])?, vec![7 * SEC], "re-registered while firing");
     Ok(())
 }
 
@@ -230,14 +174,8 @@ fn event_timers_fire_with_the_watermark() -> Result<()> {
     h.feed(&row!["x"], &[row!["timer", "", 5 * SEC]])?;
     assert!(h.set_processing_time(100 * SEC)?.is_empty());
     assert!(h.set_watermark(5 * SEC - 1)?.is_empty());
-    assert_eq!(
-        fired(&h.set_watermark(5 * SEC)?),
-        vec![("x".to_string(), 5 * SEC)]
-    );
-    assert!(
-        h.set_watermark(SEC).is_err(),
-        "the watermark never goes back"
-    );
+    assert_eq!(fired(&h.set_watermark(5 * SEC)?), vec![("x".to_string(), 5 * SEC)]);
+    assert!(h.set_watermark(SEC).is_err(), "the watermark never goes back");
     Ok(())
 }
 
@@ -252,16 +190,7 @@ fn timers_need_a_time_mode() {
 fn a_failed_call_changes_nothing() -> Result<()> {
     let mut h = harness("processing");
     h.feed(&row!["a"], &[row!["set", "", 1]])?;
-    let err = h
-        .feed(
-            &row!["a"],
-            &[
-                row!["set", "", 2],
-                row!["timer", "", 9],
-                row!["fail", "", 0],
-            ],
-        )
-        .unwrap_err();
+    let err = h.feed(&row!["a"], &[row!["set", "", 2], row!["timer", "", 9], row!["fail", "", 0]]).unwrap_err();
     assert_eq!(err.message(), "failing on purpose");
     assert_eq!(h.value_state::<i64>("last", &row!["a"])?, Some(1));
     assert!(h.timers(&row!["a"])?.is_empty());
@@ -271,14 +200,8 @@ fn a_failed_call_changes_nothing() -> Result<()> {
 #[test]
 fn output_values_are_checked_against_the_schema() {
     let mut h = harness("none");
-    let err = h
-        .feed(&row!["a"], &[row!["bad-output", "", 0]])
-        .unwrap_err();
-    assert!(
-        err.message()
-            .contains("column `value BIGINT` cannot hold the STRING value"),
-        "{err}"
-    );
+    let err = h.feed(&row!["a"], &[row!["bad-output", "", 0]]).unwrap_err();
+    assert!(err.message().contains("column `value BIGINT` cannot hold the STRING value"), "{err}");
 }
 
 #[test]
@@ -309,9 +232,8 @@ fn initial_state_is_loaded() -> Result<()> {
 
 #[test]
 fn config_errors_name_the_config() {
-    let result = Harness::<Probe>::builder("op STRING, k STRING, v BIGINT", "id STRING")
-        .config(r#"{"time_mode": 5}"#)
-        .build();
+    let result =
+        Harness::<Probe>::builder("op STRING, k STRING, v BIGINT", "id STRING").config(r#"{"time_mode": 5}"#).build();
     let err = result.err().expect("a number is not a time mode");
     assert!(err.message().contains("invalid processor config"), "{err}");
 }
@@ -320,35 +242,18 @@ fn config_errors_name_the_config() {
 fn rows_read_by_row_and_by_column() -> Result<()> {
     let rows = eddy_guest::testing::batch(
         "s STRING, n BIGINT, f DOUBLE, t TIMESTAMP, b BOOLEAN, x BINARY",
-        &[
-            row!["a", 1, 0.5, 10, true, &b"\x01"[..]],
-            row![None::<&str>, None::<i64>, 1.5, 20, false, None::<&[u8]>],
-        ],
+        &[row!["a", 1, 0.5, 10, true, &b"\x01"[..]], row![None::<&str>, None::<i64>, 1.5, 20, false, None::<&[u8]>]],
     )?;
     let second = rows.row(1).expect("two rows");
     assert!(second.is_null("s")? && second.is_null(1)?);
     assert_eq!(second.str_opt("s")?, None);
-    assert!(
-        second
-            .i64("n")
-            .unwrap_err()
-            .message()
-            .contains("use `i64_opt`")
-    );
+    assert!(second.i64("n").unwrap_err().message().contains("use `i64_opt`"));
     assert!(second.f64("n").unwrap_err().message().contains("is BIGINT"));
     assert_eq!(rows.timestamps("t")?, &[10, 20]);
     assert_eq!(rows.f64s("f")?, &[0.5, 1.5]);
-    assert_eq!(
-        rows.strs("s")?.iter().collect::<Vec<_>>(),
-        vec![Some("a"), None]
-    );
+    assert_eq!(rows.strs("s")?.iter().collect::<Vec<_>>(), vec![Some("a"), None]);
     assert_eq!(rows.column("x")?.binaries()?.get(0), Some(&b"\x01"[..]));
-    assert!(
-        rows.column("nope")
-            .unwrap_err()
-            .message()
-            .contains("no column `nope`")
-    );
+    assert!(rows.column("nope").unwrap_err().message().contains("no column `nope`"));
     assert_eq!(rows.to_values()[0][3], Value::Timestamp(10));
     Ok(())
 }

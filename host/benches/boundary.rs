@@ -32,8 +32,11 @@ fn purchases(rows_per_key: usize) -> RecordBatch {
     let keys = ROWS_PER_BATCH / rows_per_key;
     let users: Vec<String> = (0..ROWS_PER_BATCH).map(|i| format!("user-{:06}", i % keys)).collect();
     let amounts: Vec<i64> = (0..ROWS_PER_BATCH as i64).map(|i| i % 97).collect();
-    RecordBatch::try_new(purchases_schema(), vec![Arc::new(StringArray::from(users)), Arc::new(Int64Array::from(amounts))])
-        .expect("valid batch")
+    RecordBatch::try_new(
+        purchases_schema(),
+        vec![Arc::new(StringArray::from(users)), Arc::new(Int64Array::from(amounts))],
+    )
+    .expect("valid batch")
 }
 
 fn processors(c: &mut Criterion) {
@@ -64,7 +67,8 @@ fn processors(c: &mut Criterion) {
                 b.iter_batched(
                     || store.begin(),
                     |txn| {
-                        let time = BatchTime { batch_id, processing_time: 1_000_000 + batch_id as i64, watermark: None };
+                        let time =
+                            BatchTime { batch_id, processing_time: 1_000_000 + batch_id as i64, watermark: None };
                         let output = operator.run_batch(txn, &input, time).expect("batch runs");
                         store.commit(output.txn, batch_id).expect("commit");
                         batch_id += 1;

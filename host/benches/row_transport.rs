@@ -68,7 +68,8 @@ fn transport(c: &mut Criterion) {
     config.wasm_component_model(true).concurrency_support(false);
     let engine = Engine::new(&config).expect("engine");
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/wasm/boundary_probe.wasm");
-    let component = Component::from_file(&engine, &path).unwrap_or_else(|e| panic!("{}: {e} (run `make guests`)", path.display()));
+    let component =
+        Component::from_file(&engine, &path).unwrap_or_else(|e| panic!("{}: {e} (run `make guests`)", path.display()));
     let mut linker = Linker::new(&engine);
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker).expect("wasi links");
     let mut store = Store::new(&engine, Host { wasi: WasiCtxBuilder::new().build(), table: ResourceTable::new() });
@@ -80,7 +81,11 @@ fn transport(c: &mut Criterion) {
         let batch = columnar(rows);
         let typed = typed_rows(rows);
         let expected = probe.call_consume_columnar(&mut store, &batch).expect("call");
-        assert_eq!(probe.call_consume_rows(&mut store, &typed).expect("call"), expected, "both forms carry the same values");
+        assert_eq!(
+            probe.call_consume_rows(&mut store, &typed).expect("call"),
+            expected,
+            "both forms carry the same values"
+        );
         group.bench_function(format!("columnar/{rows}-rows"), |b| {
             b.iter(|| probe.call_consume_columnar(&mut store, &batch).expect("call"))
         });

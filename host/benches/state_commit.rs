@@ -25,14 +25,12 @@ fn scope(key: u64) -> KeyScope {
 /// Writes `keys` value entries, `FILL_BATCH` per commit.
 fn fill(store: &StateStore, keys: u64) {
     let decl = decl();
-    let mut batch_id = 0;
-    for start in (0..keys).step_by(FILL_BATCH as usize) {
+    for (batch_id, start) in (0..keys).step_by(FILL_BATCH as usize).enumerate() {
         let mut txn = store.begin();
         for key in start..(start + FILL_BATCH).min(keys) {
             scope(key).value_update(&mut txn, &decl, &key.to_le_bytes());
         }
-        store.commit(txn, batch_id).expect("fill commit");
-        batch_id += 1;
+        store.commit(txn, batch_id as u64).expect("fill commit");
     }
 }
 

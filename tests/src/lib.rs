@@ -124,19 +124,18 @@ impl Scripted {
     }
 
     /// Like [`Scripted::run`] with a watermark.
-    pub fn run_at(&mut self, now_ms: i64, watermark_ms: Option<i64>, commands: &[Cmd]) -> anyhow::Result<Vec<(String, String)>> {
+    pub fn run_at(
+        &mut self,
+        now_ms: i64,
+        watermark_ms: Option<i64>,
+        commands: &[Cmd],
+    ) -> anyhow::Result<Vec<(String, String)>> {
         let column = |f: for<'c> fn(&'c Cmd<'c>) -> Option<&'c str>| -> arrow::array::ArrayRef {
             Arc::new(StringArray::from(commands.iter().map(f).collect::<Vec<_>>()))
         };
         let input = RecordBatch::try_new(
             scripted_schema(),
-            vec![
-                column(|c| Some(c.key)),
-                column(|c| Some(c.op)),
-                column(|c| c.name),
-                column(|c| c.k),
-                column(|c| c.v),
-            ],
+            vec![column(|c| Some(c.key)), column(|c| Some(c.op)), column(|c| c.name), column(|c| c.k), column(|c| c.v)],
         )
         .expect("valid input batch");
         let time = BatchTime {

@@ -40,16 +40,26 @@ fn incompatible_changes_are_refused_and_compatible_ones_accepted() {
     let checkpoint = dir.path().join("checkpoint");
     let value = "{ name = \"v\", kind = \"value\" }";
     let spec = scripted_spec(dir.path(), "key", 8, value);
-    std::fs::write(dir.path().join("input/1.jsonl"), "{\"key\":\"a\",\"op\":\"value.set\",\"name\":\"v\",\"v\":\"x\"}\n").expect("file");
+    std::fs::write(
+        dir.path().join("input/1.jsonl"),
+        "{\"key\":\"a\",\"op\":\"value.set\",\"name\":\"v\",\"v\":\"x\"}\n",
+    )
+    .expect("file");
     assert!(eddy_run(&spec, &checkpoint).status.success());
     let ways = "Either revert that change, or start from a new checkpoint (another --checkpoint directory) to begin with empty state";
     let expect_refusal = |spec: &Path, change: &str| {
         assert_eq!(
             refusal(&eddy_run(spec, &checkpoint)),
-            format!("error: the checkpoint {} holds state that this pipeline cannot use: {change}. {ways}\n", checkpoint.display())
+            format!(
+                "error: the checkpoint {} holds state that this pipeline cannot use: {change}. {ways}\n",
+                checkpoint.display()
+            )
         );
     };
-    expect_refusal(&scripted_spec(dir.path(), "other", 8, value), "the key columns changed from [\"key\"] to [\"other\"]");
+    expect_refusal(
+        &scripted_spec(dir.path(), "other", 8, value),
+        "the key columns changed from [\"key\"] to [\"other\"]",
+    );
     expect_refusal(&scripted_spec(dir.path(), "key", 16, value), "the key-group count changed from 8 to 16");
     expect_refusal(
         &scripted_spec(dir.path(), "key", 8, "{ name = \"v\", kind = \"list\" }"),
@@ -63,7 +73,8 @@ fn incompatible_changes_are_refused_and_compatible_ones_accepted() {
 
     // Adding a variable is fine, and the old state is still there.
     let spec = scripted_spec(dir.path(), "key", 8, &format!("{value}, {{ name = \"m\", kind = \"map\" }}"));
-    std::fs::write(dir.path().join("input/2.jsonl"), "{\"key\":\"a\",\"op\":\"value.get\",\"name\":\"v\"}\n").expect("file");
+    std::fs::write(dir.path().join("input/2.jsonl"), "{\"key\":\"a\",\"op\":\"value.get\",\"name\":\"v\"}\n")
+        .expect("file");
     let output = eddy_run(&spec, &checkpoint);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let part = std::fs::read_to_string(dir.path().join("out/part-00001.jsonl")).expect("part");

@@ -68,7 +68,8 @@ fn as_fast_as_possible_picks_up_files_that_arrive_while_it_runs() {
     let file = dir.path().join("pipeline.toml");
     std::fs::write(&file, running_count_spec("", "")).expect("spec");
     let pipeline = Pipeline::load(&file).expect("valid spec");
-    let options = RunOptions { checkpoint: Some(dir.path().join("checkpoint")), max_batches: Some(2), ..RunOptions::default() };
+    let options =
+        RunOptions { checkpoint: Some(dir.path().join("checkpoint")), max_batches: Some(2), ..RunOptions::default() };
     let late_file = dir.path().join("input/late.jsonl");
     let mut inputs = Vec::new();
     let summary = run_pipeline(&pipeline, &options, |metrics, _| {
@@ -127,7 +128,8 @@ fn two_sources(dir: &Path) {
     for name in ["fast", "slow"] {
         std::fs::create_dir_all(dir.join(name)).expect("dir");
     }
-    let reading = |sensor: &str, ts: &str| format!("{{\"sensor\":\"{sensor}\",\"reading\":1.0,\"ts\":\"2026-11-13T{ts}Z\"}}\n");
+    let reading =
+        |sensor: &str, ts: &str| format!("{{\"sensor\":\"{sensor}\",\"reading\":1.0,\"ts\":\"2026-11-13T{ts}Z\"}}\n");
     std::fs::write(dir.join("fast/1.jsonl"), reading("a", "10:00:00")).expect("file");
     std::fs::write(dir.join("fast/2.jsonl"), reading("a", "09:30:00")).expect("file");
     std::fs::write(dir.join("slow/1.jsonl"), reading("b", "09:00:00")).expect("file");
@@ -186,8 +188,11 @@ fn every_batch_leaves_a_progress_record_with_spark_s_fields() {
 fn a_due_processing_time_timer_runs_a_batch_without_input() {
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::create_dir_all(dir.path().join("input")).expect("dir");
-    std::fs::write(dir.path().join("input/1.jsonl"), "{\"sensor\":\"s1\",\"reading\":150.0,\"ts\":\"2026-11-13T08:00:00Z\"}\n")
-        .expect("file");
+    std::fs::write(
+        dir.path().join("input/1.jsonl"),
+        "{\"sensor\":\"s1\",\"reading\":150.0,\"ts\":\"2026-11-13T08:00:00Z\"}\n",
+    )
+    .expect("file");
     let wasm = repo_root().join("build/wasm/alert_suppression.wasm");
     let spec = format!(
         "[[source]]\nformat = \"json\"\npath = \"input\"\nschema = \"sensor STRING, reading DOUBLE, ts TIMESTAMP\"\n\n\
@@ -198,7 +203,11 @@ fn a_due_processing_time_timer_runs_a_batch_without_input() {
     assert_eq!(summary.batches, 2);
     assert_eq!((batches[0].input_rows, batches[0].output_rows), (1, 1), "RAISE");
     let second = &batches[1];
-    assert_eq!((second.input_rows, second.timers_fired, second.output_rows), (0, 1, 1), "REMINDER from the timer alone");
+    assert_eq!(
+        (second.input_rows, second.timers_fired, second.output_rows),
+        (0, 1, 1),
+        "REMINDER from the timer alone"
+    );
     assert!(second.processing_time - batches[0].processing_time >= 1_000_000, "not before the timer is due");
     let reminder = std::fs::read_to_string(dir.path().join("out/part-00001.jsonl")).expect("part");
     assert!(reminder.contains("\"event\":\"REMINDER\""), "{reminder}");

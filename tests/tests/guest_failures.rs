@@ -27,7 +27,10 @@ fn a_trap_names_module_function_and_key_and_commits_nothing() {
         .run(2_000, &[cmd("boom", "value.set", "v").v("lost"), cmd("boom", "trap", "v")])
         .expect_err("the guest panics");
     let guest = guest_error(&error);
-    assert_eq!((guest.module.as_str(), guest.function, guest.key.as_deref()), ("scripted.wasm", "handle-input-rows", Some(r#"["boom"]"#)));
+    assert_eq!(
+        (guest.module.as_str(), guest.function, guest.key.as_deref()),
+        ("scripted.wasm", "handle-input-rows", Some(r#"["boom"]"#))
+    );
     let GuestProblem::Trap { message, output } = &guest.problem else { panic!("not a trap: {guest}") };
     assert_eq!(message, "wasm trap: wasm `unreachable` instruction executed");
     assert!(output.contains("scripted trap"), "the panic message is shown: {output}");
@@ -67,7 +70,9 @@ fn growing_memory_past_the_cap_is_stopped() {
     let asked = requested_bytes.div_ceil(1 << 20);
     assert_eq!(
         error.to_string(),
-        format!("module 'scripted.wasm' exceeded its memory cap of 32 MiB in handle-input-rows for key [\"hog\"] (it asked for {asked} MiB); keep less in guest memory, or raise operator.memory-limit-mb")
+        format!(
+            "module 'scripted.wasm' exceeded its memory cap of 32 MiB in handle-input-rows for key [\"hog\"] (it asked for {asked} MiB); keep less in guest memory, or raise operator.memory-limit-mb"
+        )
     );
 }
 
@@ -111,6 +116,7 @@ fn compiled_modules_are_cached_on_disk() {
     assert_eq!(artifacts.len(), 1, "one artifact per module");
     let name = artifacts[0].as_ref().expect("entry").file_name().to_string_lossy().into_owned();
     assert!(name.starts_with(&first.sha256) && name.ends_with(".cwasm"), "{name}");
-    let again = WasmRuntime::new(Some(cache.path().to_path_buf())).expect("runtime").load(&wasm("noop")).expect("from cache");
+    let again =
+        WasmRuntime::new(Some(cache.path().to_path_buf())).expect("runtime").load(&wasm("noop")).expect("from cache");
     assert_eq!(again.sha256, first.sha256);
 }

@@ -46,7 +46,8 @@ fn console_batches(text: &str) -> BTreeMap<u64, BTreeSet<Vec<String>>> {
 /// The running-count result computed directly from the input files: per file (batch),
 /// the cumulative (count, sum) of every user that appears in it.
 fn reference(input_dir: &Path) -> BTreeMap<u64, BTreeSet<Vec<String>>> {
-    let mut files: Vec<_> = std::fs::read_dir(input_dir).expect("input dir").map(|e| e.expect("entry").path()).collect();
+    let mut files: Vec<_> =
+        std::fs::read_dir(input_dir).expect("input dir").map(|e| e.expect("entry").path()).collect();
     files.sort();
     let mut totals: BTreeMap<String, (i64, i64)> = BTreeMap::new();
     let mut batches = BTreeMap::new();
@@ -60,7 +61,10 @@ fn reference(input_dir: &Path) -> BTreeMap<u64, BTreeSet<Vec<String>>> {
             entry.1 += record["amount"].as_i64().expect("amount");
             seen.insert(user);
         }
-        let rows = seen.iter().map(|user| vec![user.clone(), totals[user].0.to_string(), totals[user].1.to_string()]).collect();
+        let rows = seen
+            .iter()
+            .map(|user| vec![user.clone(), totals[user].0.to_string(), totals[user].1.to_string()])
+            .collect();
         batches.insert(batch as u64, rows);
     }
     batches
@@ -90,9 +94,12 @@ fn state_carries_over_to_files_that_arrive_later() {
     let pipeline = dir.path().join("pipeline.toml");
     std::fs::write(&pipeline, spec).expect("spec");
     let checkpoint = dir.path().join("checkpoint");
-    let run = || stdout(&eddy(&["run", pipeline.to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")]));
+    let run = || {
+        stdout(&eddy(&["run", pipeline.to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")]))
+    };
 
-    std::fs::write(input.join("a.jsonl"), "{\"user\":\"u1\",\"amount\":5}\n{\"user\":\"u2\",\"amount\":1}\n").expect("file");
+    std::fs::write(input.join("a.jsonl"), "{\"user\":\"u1\",\"amount\":5}\n{\"user\":\"u2\",\"amount\":1}\n")
+        .expect("file");
     run();
     // Nothing new: a second run processes nothing and writes no part file.
     run();
@@ -100,7 +107,10 @@ fn state_carries_over_to_files_that_arrive_later() {
     run();
 
     let out = dir.path().join("out");
-    let mut parts: Vec<String> = std::fs::read_dir(&out).expect("out").map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect();
+    let mut parts: Vec<String> = std::fs::read_dir(&out)
+        .expect("out")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
     parts.sort();
     assert_eq!(parts, vec!["part-00000.jsonl", "part-00001.jsonl"]);
     let second = std::fs::read_to_string(out.join("part-00001.jsonl")).expect("part");
@@ -130,26 +140,35 @@ fn bad_specs_name_the_file_line_and_what_is_expected() {
     let spec = write_spec(dir.path(), &valid_spec(wasm).replace("key = [\"user\"]", "key = [\"user\"]\nparallel = 4"));
     assert_eq!(
         stderr(&eddy(&["run", &spec])),
-        format!("error: {spec}:9: unknown field `parallel`, expected one of `module`, `key`, `output-mode`, `time-mode`, `key-groups`, `parallelism`, `memory-limit-mb`, `call-timeout-ms`, `config`, `initial-state`\n")
+        format!(
+            "error: {spec}:9: unknown field `parallel`, expected one of `module`, `key`, `output-mode`, `time-mode`, `key-groups`, `parallelism`, `memory-limit-mb`, `call-timeout-ms`, `config`, `initial-state`\n"
+        )
     );
 
     let spec = write_spec(dir.path(), &valid_spec("missing.wasm"));
     let missing = dir.path().join("missing.wasm");
     assert_eq!(
         stderr(&eddy(&["run", &spec])),
-        format!("error: {spec}:7: operator.module: {} does not exist; build the processor first (for the examples: `make guests`)\n", missing.display())
+        format!(
+            "error: {spec}:7: operator.module: {} does not exist; build the processor first (for the examples: `make guests`)\n",
+            missing.display()
+        )
     );
 
     let spec = write_spec(dir.path(), &valid_spec(wasm).replace("key = [\"user\"]", "key = [\"customer\"]"));
     assert_eq!(
         stderr(&eddy(&["run", &spec])),
-        format!("error: {spec}:8: operator.key: key column 'customer' is not in source.schema (columns: user, amount)\n")
+        format!(
+            "error: {spec}:8: operator.key: key column 'customer' is not in source.schema (columns: user, amount)\n"
+        )
     );
 
     let spec = write_spec(dir.path(), &valid_spec(wasm).replace("amount BIGINT", "amount MONEY"));
     assert_eq!(
         stderr(&eddy(&["run", &spec])),
-        format!("error: {spec}:4: source[0].schema: column 2 ('amount MONEY'): unknown type MONEY; use one of STRING, BIGINT, DOUBLE, BOOLEAN, BINARY, TIMESTAMP\n")
+        format!(
+            "error: {spec}:4: source[0].schema: column 2 ('amount MONEY'): unknown type MONEY; use one of STRING, BIGINT, DOUBLE, BOOLEAN, BINARY, TIMESTAMP\n"
+        )
     );
 }
 
@@ -187,7 +206,11 @@ fn a_new_query_starts_from_its_initial_state_once() {
     std::fs::write(dir.path().join("seed.jsonl"), "{\"user\":\"u1\",\"count\":10,\"sum\":100}\n").expect("seed");
     let checkpoint = dir.path().join("checkpoint");
     let run = || stdout(&eddy(&["run", &spec, "--checkpoint", checkpoint.to_str().expect("path")]));
-    std::fs::write(dir.path().join("input/a.jsonl"), "{\"user\":\"u1\",\"amount\":5}\n{\"user\":\"u2\",\"amount\":7}\n").expect("file");
+    std::fs::write(
+        dir.path().join("input/a.jsonl"),
+        "{\"user\":\"u1\",\"amount\":5}\n{\"user\":\"u2\",\"amount\":7}\n",
+    )
+    .expect("file");
     run();
     std::fs::write(dir.path().join("input/b.jsonl"), "{\"user\":\"u1\",\"amount\":1}\n").expect("file");
     run();
@@ -197,5 +220,9 @@ fn a_new_query_starts_from_its_initial_state_once() {
     first.extend(text.lines());
     first.sort_unstable();
     assert_eq!(first, vec![r#"{"user":"u1","count":11,"sum":105}"#, r#"{"user":"u2","count":1,"sum":7}"#]);
-    assert_eq!(part("part-00001.jsonl"), "{\"user\":\"u1\",\"count\":12,\"sum\":106}\n", "the seed is applied only once");
+    assert_eq!(
+        part("part-00001.jsonl"),
+        "{\"user\":\"u1\",\"count\":12,\"sum\":106}\n",
+        "the seed is applied only once"
+    );
 }

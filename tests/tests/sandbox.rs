@@ -15,13 +15,16 @@ fn clocks_and_randomness_are_the_batch_s_and_nothing_else_is_reachable() {
     let mut first = Scripted::new(config.clone(), InstanceLimits::default());
     let seen = results(
         first
-            .run(5_000, &[
-                cmd("k", "sandbox.random", ""),
-                cmd("k", "sandbox.clock", ""),
-                cmd("k", "sandbox.env", ""),
-                cmd("k", "sandbox.fs", "").v("/etc/passwd"),
-                cmd("k", "sandbox.fs", "").v("."),
-            ])
+            .run(
+                5_000,
+                &[
+                    cmd("k", "sandbox.random", ""),
+                    cmd("k", "sandbox.clock", ""),
+                    cmd("k", "sandbox.env", ""),
+                    cmd("k", "sandbox.fs", "").v("/etc/passwd"),
+                    cmd("k", "sandbox.fs", "").v("."),
+                ],
+            )
             .expect("batch 0"),
     );
     assert_eq!(seen[1], "5000000", "the wall clock is the batch's processing time");

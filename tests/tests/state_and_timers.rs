@@ -35,46 +35,67 @@ fn every_kind_of_state_survives_batches_and_a_restart() {
     {
         let store = StateStore::open(&dir.path().join("state")).expect("store");
         let mut p = Scripted::open(&module, store, vars.clone(), InstanceLimits::default());
-        p.run(1_000, &[
-            cmd("a", "value.set", "v").v("one"),
-            cmd("a", "list.append", "l").v("x"),
-            cmd("a", "map.put", "m").k("k2").v("v2"),
-            cmd("b", "value.set", "v").v("two"),
-        ])
+        p.run(
+            1_000,
+            &[
+                cmd("a", "value.set", "v").v("one"),
+                cmd("a", "list.append", "l").v("x"),
+                cmd("a", "map.put", "m").k("k2").v("v2"),
+                cmd("b", "value.set", "v").v("two"),
+            ],
+        )
         .expect("batch 0");
-        let seen = reads(p.run(2_000, &[
-            cmd("a", "list.append", "l").v("y"),
-            cmd("a", "map.put", "m").k("k1").v("v1"),
-            cmd("a", "list.get", "l"),
-            cmd("a", "value.get", "v"),
-        ]).expect("batch 1"));
+        let seen = reads(
+            p.run(
+                2_000,
+                &[
+                    cmd("a", "list.append", "l").v("y"),
+                    cmd("a", "map.put", "m").k("k1").v("v1"),
+                    cmd("a", "list.get", "l"),
+                    cmd("a", "value.get", "v"),
+                ],
+            )
+            .expect("batch 1"),
+        );
         assert_eq!(seen, vec![row("list.get", r#"["x","y"]"#), row("value.get", r#""one""#)]);
     }
     // A new store handle and a new instance: everything comes back from RocksDB.
     let store = StateStore::open(&dir.path().join("state")).expect("store reopens");
     assert_eq!(store.committed_batch().expect("readable"), Some(1));
     let mut p = Scripted::open(&module, store, vars, InstanceLimits::default());
-    let a = reads(p.run(3_000, &[
-        cmd("a", "value.get", "v"),
-        cmd("a", "list.get", "l"),
-        cmd("a", "map.entries", "m"),
-        cmd("a", "map.keys", "m"),
-        cmd("a", "map.values", "m"),
-        cmd("a", "map.get", "m").k("k1"),
-        cmd("a", "map.contains", "m").k("nope"),
-        cmd("a", "map.exists", "m"),
-    ]).expect("batch 2"));
-    assert_eq!(a, vec![
-        row("value.get", r#""one""#),
-        row("list.get", r#"["x","y"]"#),
-        row("map.entries", r#"{"k1":"v1","k2":"v2"}"#),
-        row("map.keys", r#"["k1","k2"]"#),
-        row("map.values", r#"["v1","v2"]"#),
-        row("map.get", r#""v1""#),
-        row("map.contains", "false"),
-        row("map.exists", "true"),
-    ]);
-    let b = reads(p.run(4_000, &[cmd("b", "value.get", "v"), cmd("b", "list.get", "l"), cmd("b", "map.exists", "m")]).expect("batch 3"));
+    let a = reads(
+        p.run(
+            3_000,
+            &[
+                cmd("a", "value.get", "v"),
+                cmd("a", "list.get", "l"),
+                cmd("a", "map.entries", "m"),
+                cmd("a", "map.keys", "m"),
+                cmd("a", "map.values", "m"),
+                cmd("a", "map.get", "m").k("k1"),
+                cmd("a", "map.contains", "m").k("nope"),
+                cmd("a", "map.exists", "m"),
+            ],
+        )
+        .expect("batch 2"),
+    );
+    assert_eq!(
+        a,
+        vec![
+            row("value.get", r#""one""#),
+            row("list.get", r#"["x","y"]"#),
+            row("map.entries", r#"{"k1":"v1","k2":"v2"}"#),
+            row("map.keys", r#"["k1","k2"]"#),
+            row("map.values", r#"["v1","v2"]"#),
+            row("map.get", r#""v1""#),
+            row("map.contains", "false"),
+            row("map.exists", "true"),
+        ]
+    );
+    let b = reads(
+        p.run(4_000, &[cmd("b", "value.get", "v"), cmd("b", "list.get", "l"), cmd("b", "map.exists", "m")])
+            .expect("batch 3"),
+    );
     assert_eq!(b, vec![row("value.get", r#""two""#), row("list.get", "[]"), row("map.exists", "false")]);
 }
 
@@ -82,25 +103,37 @@ fn every_kind_of_state_survives_batches_and_a_restart() {
 fn writes_are_visible_within_their_batch_and_clears_remove() {
     let vars = config("none", &[("v", "value", None), ("l", "list", None), ("m", "map", None)]);
     let mut p = Scripted::new(vars, InstanceLimits::default());
-    let seen = reads(p.run(1_000, &[
-        cmd("a", "value.set", "v").v("1"),
-        cmd("a", "value.get", "v"),
-        cmd("a", "list.put", "l").v(r#"["p","q"]"#),
-        cmd("a", "list.get", "l"),
-        cmd("a", "map.put", "m").k("x").v("1"),
-        cmd("a", "map.remove", "m").k("x"),
-        cmd("a", "map.get", "m").k("x"),
-    ]).expect("batch 0"));
+    let seen = reads(
+        p.run(
+            1_000,
+            &[
+                cmd("a", "value.set", "v").v("1"),
+                cmd("a", "value.get", "v"),
+                cmd("a", "list.put", "l").v(r#"["p","q"]"#),
+                cmd("a", "list.get", "l"),
+                cmd("a", "map.put", "m").k("x").v("1"),
+                cmd("a", "map.remove", "m").k("x"),
+                cmd("a", "map.get", "m").k("x"),
+            ],
+        )
+        .expect("batch 0"),
+    );
     assert_eq!(seen, vec![row("value.get", r#""1""#), row("list.get", r#"["p","q"]"#), row("map.get", "null")]);
-    let seen = reads(p.run(2_000, &[
-        cmd("a", "value.clear", "v"),
-        cmd("a", "list.clear", "l"),
-        cmd("a", "map.put", "m").k("y").v("2"),
-        cmd("a", "map.clear", "m"),
-        cmd("a", "value.exists", "v"),
-        cmd("a", "list.exists", "l"),
-        cmd("a", "map.exists", "m"),
-    ]).expect("batch 1"));
+    let seen = reads(
+        p.run(
+            2_000,
+            &[
+                cmd("a", "value.clear", "v"),
+                cmd("a", "list.clear", "l"),
+                cmd("a", "map.put", "m").k("y").v("2"),
+                cmd("a", "map.clear", "m"),
+                cmd("a", "value.exists", "v"),
+                cmd("a", "list.exists", "l"),
+                cmd("a", "map.exists", "m"),
+            ],
+        )
+        .expect("batch 1"),
+    );
     assert_eq!(seen, vec![row("value.exists", "false"), row("list.exists", "false"), row("map.exists", "false")]);
 }
 
@@ -108,33 +141,51 @@ fn writes_are_visible_within_their_batch_and_clears_remove() {
 fn ttl_hides_expired_values_of_every_kind() {
     let vars = config("none", &[("v", "value", Some(500)), ("l", "list", Some(500)), ("m", "map", Some(500))]);
     let mut p = Scripted::new(vars, InstanceLimits::default());
-    p.run(1_000, &[
-        cmd("a", "value.set", "v").v("old"),
-        cmd("a", "list.append", "l").v("first"),
-        cmd("a", "map.put", "m").k("early").v("1"),
-    ])
+    p.run(
+        1_000,
+        &[
+            cmd("a", "value.set", "v").v("old"),
+            cmd("a", "list.append", "l").v("first"),
+            cmd("a", "map.put", "m").k("early").v("1"),
+        ],
+    )
     .expect("batch 0");
     // 1.3 s: written at 1.0 s with a 0.5 s TTL, still alive; more is written.
-    let seen = reads(p.run(1_300, &[
-        cmd("a", "value.get", "v"),
-        cmd("a", "list.append", "l").v("second"),
-        cmd("a", "map.put", "m").k("late").v("2"),
-        cmd("a", "list.get", "l"),
-    ]).expect("batch 1"));
+    let seen = reads(
+        p.run(
+            1_300,
+            &[
+                cmd("a", "value.get", "v"),
+                cmd("a", "list.append", "l").v("second"),
+                cmd("a", "map.put", "m").k("late").v("2"),
+                cmd("a", "list.get", "l"),
+            ],
+        )
+        .expect("batch 1"),
+    );
     assert_eq!(seen, vec![row("value.get", r#""old""#), row("list.get", r#"["first","second"]"#)]);
     // 1.5 s: the 1.0 s writes expire exactly now; the 1.3 s ones live until 1.8 s.
-    let seen = reads(p.run(1_500, &[
-        cmd("a", "value.get", "v"),
-        cmd("a", "value.exists", "v"),
-        cmd("a", "list.get", "l"),
-        cmd("a", "map.entries", "m"),
-    ]).expect("batch 2"));
-    assert_eq!(seen, vec![
-        row("value.get", "null"),
-        row("value.exists", "false"),
-        row("list.get", r#"["second"]"#),
-        row("map.entries", r#"{"late":"2"}"#),
-    ]);
+    let seen = reads(
+        p.run(
+            1_500,
+            &[
+                cmd("a", "value.get", "v"),
+                cmd("a", "value.exists", "v"),
+                cmd("a", "list.get", "l"),
+                cmd("a", "map.entries", "m"),
+            ],
+        )
+        .expect("batch 2"),
+    );
+    assert_eq!(
+        seen,
+        vec![
+            row("value.get", "null"),
+            row("value.exists", "false"),
+            row("list.get", r#"["second"]"#),
+            row("map.entries", r#"{"late":"2"}"#),
+        ]
+    );
     let seen = reads(p.run(1_800, &[cmd("a", "list.get", "l"), cmd("a", "map.exists", "m")]).expect("batch 3"));
     assert_eq!(seen, vec![row("list.get", "[]"), row("map.exists", "false")]);
 }
@@ -142,14 +193,20 @@ fn ttl_hides_expired_values_of_every_kind() {
 #[test]
 fn expired_entries_are_evicted_from_the_store_by_batch_time() {
     use eddy::state::Cf;
-    let vars = config("none", &[("v", "value", Some(500)), ("l", "list", Some(500)), ("m", "map", Some(500)), ("keep", "value", None)]);
+    let vars = config(
+        "none",
+        &[("v", "value", Some(500)), ("l", "list", Some(500)), ("m", "map", Some(500)), ("keep", "value", None)],
+    );
     let mut p = Scripted::new(vars, InstanceLimits::default());
-    p.run(1_000, &[
-        cmd("a", "value.set", "v").v("x"),
-        cmd("a", "list.append", "l").v("first"),
-        cmd("a", "map.put", "m").k("k").v("1"),
-        cmd("a", "value.set", "keep").v("forever"),
-    ])
+    p.run(
+        1_000,
+        &[
+            cmd("a", "value.set", "v").v("x"),
+            cmd("a", "list.append", "l").v("first"),
+            cmd("a", "map.put", "m").k("k").v("1"),
+            cmd("a", "value.set", "keep").v("forever"),
+        ],
+    )
     .expect("batch 0");
     p.run(1_200, &[cmd("a", "list.append", "l").v("second")]).expect("batch 1");
     let entries = |p: &Scripted| p.store.begin().scan_prefix(Cf::State, &[]).expect("scan").len();
@@ -167,18 +224,23 @@ fn expired_entries_are_evicted_from_the_store_by_batch_time() {
 #[test]
 fn processing_time_timers_are_per_key_and_fire_in_order() {
     let mut p = Scripted::new(config("processing-time", &[]), InstanceLimits::default());
-    p.run(1_000, &[
-        cmd("a", "timer.register", "").v("5000000"),
-        cmd("a", "timer.register", "").v("3000000"),
-        cmd("a", "timer.register", "").v("3000000"),
-        cmd("b", "timer.register", "").v("4000000"),
-    ])
+    p.run(
+        1_000,
+        &[
+            cmd("a", "timer.register", "").v("5000000"),
+            cmd("a", "timer.register", "").v("3000000"),
+            cmd("a", "timer.register", "").v("3000000"),
+            cmd("b", "timer.register", "").v("4000000"),
+        ],
+    )
     .expect("batch 0");
-    let a = reads(p.run(1_100, &[
-        cmd("a", "timer.list", ""),
-        cmd("a", "timer.delete", "").v("5000000"),
-        cmd("a", "timer.list", ""),
-    ]).expect("batch 1"));
+    let a = reads(
+        p.run(
+            1_100,
+            &[cmd("a", "timer.list", ""), cmd("a", "timer.delete", "").v("5000000"), cmd("a", "timer.list", "")],
+        )
+        .expect("batch 1"),
+    );
     assert_eq!(a, vec![row("timer.list", "[3000000,5000000]"), row("timer.list", "[3000000]")]);
     let b = reads(p.run(1_200, &[cmd("b", "timer.list", "")]).expect("batch 2"));
     assert_eq!(b, vec![row("timer.list", "[4000000]")]);

@@ -9,7 +9,11 @@ use serde_json::{Value, json};
 fn eddy(args: &[&str]) -> Vec<Value> {
     let output = Command::new(eddy_bin()).args(args).env("EDDY_LOG", "warn").output().expect("eddy runs");
     assert!(output.status.success(), "eddy {args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8(output.stdout).expect("utf-8").lines().map(|line| serde_json::from_str(line).expect("JSON line")).collect()
+    String::from_utf8(output.stdout)
+        .expect("utf-8")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("JSON line"))
+        .collect()
 }
 
 fn command(op: &str, name: &str, k: &str, v: &str) -> String {
@@ -39,7 +43,12 @@ fn run_scripted(dir: &Path) -> String {
     );
     std::fs::write(dir.join("pipeline.toml"), spec).expect("spec");
     let checkpoint = dir.join("checkpoint");
-    eddy(&["run", dir.join("pipeline.toml").to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")]);
+    eddy(&[
+        "run",
+        dir.join("pipeline.toml").to_str().expect("path"),
+        "--checkpoint",
+        checkpoint.to_str().expect("path"),
+    ]);
     checkpoint.to_str().expect("path").to_string()
 }
 
@@ -50,11 +59,17 @@ fn the_state_reader_shows_values_timers_and_changes() {
 
     let values = eddy(&["state", "read", &checkpoint, "--var", "v"]);
     assert_eq!(values.len(), 1);
-    assert_eq!((&values[0]["key"], &values[0]["kind"], &values[0]["value"]), (&json!(["a"]), &json!("value"), &json!("y")));
+    assert_eq!(
+        (&values[0]["key"], &values[0]["kind"], &values[0]["value"]),
+        (&json!(["a"]), &json!("value"), &json!("y"))
+    );
     let list = eddy(&["state", "read", &checkpoint, "--var", "l", "--key", "[\"a\"]"]);
     assert_eq!(list[0]["value"], json!(["first"]));
     let map = eddy(&["state", "read", &checkpoint, "--var", "m"]);
-    assert_eq!(map.iter().map(|e| (e["mapKey"].clone(), e["value"].clone())).collect::<Vec<_>>(), vec![(json!("k2"), json!("two"))]);
+    assert_eq!(
+        map.iter().map(|e| (e["mapKey"].clone(), e["value"].clone())).collect::<Vec<_>>(),
+        vec![(json!("k2"), json!("two"))]
+    );
 
     let timers = eddy(&["state", "read", &checkpoint, "--timers"]);
     assert_eq!(timers.len(), 1);
@@ -64,7 +79,13 @@ fn the_state_reader_shows_values_timers_and_changes() {
     let feed: Vec<(u64, String, String, Value, Value)> = changes
         .iter()
         .map(|c| {
-            (c["batch"].as_u64().expect("batch"), c["change"].as_str().expect("change").into(), c["var"].as_str().expect("var").into(), c["mapKey"].clone(), c["value"].clone())
+            (
+                c["batch"].as_u64().expect("batch"),
+                c["change"].as_str().expect("change").into(),
+                c["var"].as_str().expect("var").into(),
+                c["mapKey"].clone(),
+                c["value"].clone(),
+            )
         })
         .collect();
     assert_eq!(

@@ -82,7 +82,12 @@ fn write_spec(dir: &Path) {
 
 fn start(dir: &Path) -> Child {
     Command::new(eddy_bin())
-        .args(["run", dir.join("pipeline.toml").to_str().expect("path"), "--checkpoint", dir.join("checkpoint").to_str().expect("path")])
+        .args([
+            "run",
+            dir.join("pipeline.toml").to_str().expect("path"),
+            "--checkpoint",
+            dir.join("checkpoint").to_str().expect("path"),
+        ])
         .env("EDDY_LOG", "error")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -153,7 +158,8 @@ fn kill_9_at_random_points_loses_and_duplicates_nothing() {
     let got = sink_output(tortured.path());
     let rows: usize = expected.values().map(|text| text.lines().count()).sum();
     assert!(rows > files as usize * 8, "the reference run produced output ({rows} rows)");
-    let reads = expected.values().flat_map(|text| text.lines()).filter(|line| line.contains("\"op\":\"value.get\"")).count();
+    let reads =
+        expected.values().flat_map(|text| text.lines()).filter(|line| line.contains("\"op\":\"value.get\"")).count();
     assert_eq!(reads, files as usize, "every input file was processed exactly once");
     assert_eq!(got.len(), expected.len(), "the same batches");
     for (part, text) in &expected {

@@ -34,8 +34,8 @@
 use std::time::Duration;
 
 use eddy_guest::{
-    ExpiredTimer, InitContext, Key, ListState, MapState, Output, Result, Rows, Schema,
-    StatefulProcessor, TimeMode, TimerValues, Timers, Ttl, ValueState, bail, export_processor,
+    ExpiredTimer, InitContext, Key, ListState, MapState, Output, Result, Rows, Schema, StatefulProcessor, TimeMode,
+    TimerValues, Timers, Ttl, ValueState, bail, export_processor,
 };
 use serde::{Deserialize, Serialize};
 
@@ -55,11 +55,7 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config {
-            threshold: 100.0,
-            suppress_secs: 300,
-            clear_after: 3,
-        }
+        Config { threshold: 100.0, suppress_secs: 300, clear_after: 3 }
     }
 }
 
@@ -171,9 +167,7 @@ impl StatefulProcessor for AlertSuppression {
             let Some(reading) = row.f64_opt("reading")? else {
                 continue;
             };
-            let ts = row
-                .timestamp_opt("ts")?
-                .unwrap_or(timer_values.processing_time);
+            let ts = row.timestamp_opt("ts")?.unwrap_or(timer_values.processing_time);
             recent.push(reading);
             let excess = recent.len().saturating_sub(self.config.clear_after);
             recent.drain(..excess);
@@ -184,19 +178,8 @@ impl StatefulProcessor for AlertSuppression {
                     let raised = self.raised_per_day.get(&day)?.unwrap_or(0) + 1;
                     self.raised_per_day.update(&day, &raised)?;
                     let timer = Some(self.arm(timer_values.processing_time)?);
-                    alert = Some(Alert {
-                        suppressed: 0,
-                        timer,
-                        last_reading: reading,
-                        last_ts: ts,
-                    });
-                    let event = Event {
-                        sensor,
-                        kind: "RAISE",
-                        reading,
-                        ts,
-                        suppressed: 0,
-                    };
+                    alert = Some(Alert { suppressed: 0, timer, last_reading: reading, last_ts: ts });
+                    let event = Event { sensor, kind: "RAISE", reading, ts, suppressed: 0 };
                     self.emit(event, output)?;
                 }
                 (Some(active), true) => {
@@ -207,37 +190,21 @@ impl StatefulProcessor for AlertSuppression {
                     } else {
                         let suppressed = std::mem::take(&mut active.suppressed);
                         active.timer = Some(self.arm(timer_values.processing_time)?);
-                        let event = Event {
-                            sensor,
-                            kind: "REMINDER",
-                            reading,
-                            ts,
-                            suppressed,
-                        };
+                        let event = Event { sensor, kind: "REMINDER", reading, ts, suppressed };
                         self.emit(event, output)?;
                     }
                 }
                 (Some(active), false) => {
                     active.last_reading = reading;
                     active.last_ts = ts;
-                    let cleared = recent.len() == self.config.clear_after
-                        && recent.iter().all(|r| *r <= threshold);
+                    let cleared = recent.len() == self.config.clear_after && recent.iter().all(|r| *r <= threshold);
                     if cleared {
                         if let Some(timer) = active.timer {
                             self.timers.delete(timer)?;
                         }
                         let suppressed = active.suppressed;
                         alert = None;
-                        self.emit(
-                            Event {
-                                sensor,
-                                kind: "CLEAR",
-                                reading,
-                                ts,
-                                suppressed,
-                            },
-                            output,
-                        )?;
+                        self.emit(Event { sensor, kind: "CLEAR", reading, ts, suppressed }, output)?;
                     }
                 }
                 (None, false) => {}

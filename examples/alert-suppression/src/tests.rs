@@ -12,14 +12,11 @@ const SEC: i64 = 1_000_000;
 const T0: i64 = 1_700_000_000 * SEC;
 
 fn harness() -> Harness<AlertSuppression> {
-    Harness::builder(
-        "sensor STRING, reading DOUBLE, ts TIMESTAMP",
-        "sensor STRING",
-    )
-    .config(r#"{"threshold": 100.0, "suppress_secs": 60, "clear_after": 2}"#)
-    .processing_time(T0)
-    .build()
-    .expect("the processor initializes")
+    Harness::builder("sensor STRING, reading DOUBLE, ts TIMESTAMP", "sensor STRING")
+        .config(r#"{"threshold": 100.0, "suppress_secs": 60, "clear_after": 2}"#)
+        .processing_time(T0)
+        .build()
+        .expect("the processor initializes")
 }
 
 /// (event, reading, suppressed, raised_today) of every output row.
@@ -28,12 +25,7 @@ fn events(rows: &Rows) -> Vec<(String, f64, i64, i64)> {
         .map(|r| {
             let event = r.str("event").expect("event").to_string();
             let reading = r.f64("reading").expect("reading");
-            (
-                event,
-                reading,
-                r.i64("suppressed").expect("suppressed"),
-                r.i64("raised_today").expect("count"),
-            )
+            (event, reading, r.i64("suppressed").expect("suppressed"), r.i64("raised_today").expect("count"))
         })
         .collect()
 }
@@ -45,14 +37,8 @@ fn ev(event: &str, reading: f64, suppressed: i64, raised_today: i64) -> (String,
 #[test]
 fn raises_once_and_suppresses_repeats() -> Result<()> {
     let mut h = harness();
-    let out = h.feed(
-        &row!["s1"],
-        &[
-            row!["s1", 50.0, T0],
-            row!["s1", 120.0, T0 + SEC],
-            row!["s1", 130.0, T0 + 2 * SEC],
-        ],
-    )?;
+    let out =
+        h.feed(&row!["s1"], &[row!["s1", 50.0, T0], row!["s1", 120.0, T0 + SEC], row!["s1", 130.0, T0 + 2 * SEC]])?;
     assert_eq!(events(&out), vec![ev("RAISE", 120.0, 0, 1)]);
     let first = out.row(0).expect("one row");
     assert_eq!(first.to_values()[0], Value::from("s1"));
@@ -61,9 +47,7 @@ fn raises_once_and_suppresses_repeats() -> Result<()> {
 
     let out = h.feed(&row!["s1"], &[row!["s1", 140.0, T0 + 3 * SEC]])?;
     assert!(out.is_empty(), "repeats are suppressed");
-    let alert = h
-        .value_state::<Alert>("alert", &row!["s1"])?
-        .expect("an active alert");
+    let alert = h.value_state::<Alert>("alert", &row!["s1"])?.expect("an active alert");
     assert_eq!((alert.suppressed, alert.last_reading), (2, 140.0));
     Ok(())
 }
@@ -71,25 +55,11 @@ fn raises_once_and_suppresses_repeats() -> Result<()> {
 #[test]
 fn reminds_when_the_timer_fires_above_threshold() -> Result<()> {
     let mut h = harness();
-    h.feed(
-        &row!["s1"],
-        &[
-            row!["s1", 120.0, T0],
-            row!["s1", 150.0, T0],
-            row!["s1", 110.0, T0],
-        ],
-    )?;
-    assert!(
-        h.advance_processing_time(Duration::from_secs(59))?
-            .is_empty()
-    );
+    h.feed(&row!["s1"], &[row!["s1", 120.0, T0], row!["s1", 150.0, T0], row!["s1", 110.0, T0]])?;
+    assert!(h.advance_processing_time(Duration::from_secs(59))?.is_empty());
     let out = h.advance_processing_time(Duration::from_secs(1))?;
     assert_eq!(events(&out), vec![ev("REMINDER", 110.0, 2, 1)]);
-    assert_eq!(
-        h.timers(&row!["s1"])?,
-        vec![T0 + 120 * SEC],
-        "suppression starts again"
-    );
+    assert_eq!(h.timers(&row!["s1"])?, vec![T0 + 120 * SEC], "suppression starts again");
 
     let out = h.advance_processing_time(Duration::from_secs(60))?;
     assert_eq!(events(&out), vec![ev("REMINDER", 110.0, 0, 1)]);
@@ -100,10 +70,7 @@ fn reminds_when_the_timer_fires_above_threshold() -> Result<()> {
 fn a_quiet_window_ends_and_the_next_alarm_reminds_at_once() -> Result<()> {
     let mut h = harness();
     h.feed(&row!["s1"], &[row!["s1", 120.0, T0], row!["s1", 90.0, T0]])?;
-    assert!(
-        h.advance_processing_time(Duration::from_secs(60))?
-            .is_empty()
-    );
+    assert!(h.advance_processing_time(Duration::from_secs(60))?.is_empty());
     assert!(h.timers(&row!["s1"])?.is_empty());
     let out = h.feed(&row!["s1"], &[row!["s1", 130.0, T0 + 61 * SEC]])?;
     assert_eq!(events(&out), vec![ev("REMINDER", 130.0, 0, 1)]);
@@ -115,30 +82,16 @@ fn a_quiet_window_ends_and_the_next_alarm_reminds_at_once() -> Result<()> {
 fn clears_after_enough_readings_under_threshold() -> Result<()> {
     let mut h = harness();
     h.feed(&row!["s1"], &[row!["s1", 120.0, T0], row!["s1", 125.0, T0]])?;
-    assert!(
-        h.feed(&row!["s1"], &[row!["s1", 80.0, T0 + SEC]])?
-            .is_empty(),
-        "one is not enough"
-    );
+    assert!(h.feed(&row!["s1"], &[row!["s1", 80.0, T0 + SEC]])?.is_empty(), "one is not enough");
     let out = h.feed(&row!["s1"], &[row!["s1", 100.0, T0 + 2 * SEC]])?;
     assert_eq!(events(&out), vec![ev("CLEAR", 100.0, 1, 1)]);
     assert!(h.timers(&row!["s1"])?.is_empty(), "the timer is deleted");
     assert_eq!(h.value_state::<Alert>("alert", &row!["s1"])?, None);
-    assert_eq!(
-        h.list_state::<f64>("recent", &row!["s1"])?,
-        vec![80.0, 100.0]
-    );
-    assert!(
-        h.advance_processing_time(Duration::from_secs(120))?
-            .is_empty()
-    );
+    assert_eq!(h.list_state::<f64>("recent", &row!["s1"])?, vec![80.0, 100.0]);
+    assert!(h.advance_processing_time(Duration::from_secs(120))?.is_empty());
 
     let out = h.feed(&row!["s1"], &[row!["s1", 101.0, T0 + 3 * SEC]])?;
-    assert_eq!(
-        events(&out),
-        vec![ev("RAISE", 101.0, 0, 2)],
-        "second raise of the day"
-    );
+    assert_eq!(events(&out), vec![ev("RAISE", 101.0, 0, 2)], "second raise of the day");
     Ok(())
 }
 
@@ -156,26 +109,17 @@ fn daily_counts_expire_after_a_day() -> Result<()> {
     let mut h = harness();
     h.feed(&row!["s1"], &[row!["s1", 120.0, T0]])?;
     let day = utc_date(T0);
-    assert_eq!(
-        h.map_state::<String, i64>("raised_per_day", &row!["s1"])?,
-        vec![(day, 1)]
-    );
+    assert_eq!(h.map_state::<String, i64>("raised_per_day", &row!["s1"])?, vec![(day, 1)]);
     h.feed(&row!["s1"], &[row!["s1", 10.0, T0], row!["s1", 10.0, T0]])?;
     h.set_processing_time(T0 + 24 * 3600 * SEC)?;
-    assert!(
-        h.map_state::<String, i64>("raised_per_day", &row!["s1"])?
-            .is_empty()
-    );
+    assert!(h.map_state::<String, i64>("raised_per_day", &row!["s1"])?.is_empty());
     Ok(())
 }
 
 #[test]
 fn null_readings_are_skipped_and_null_times_use_processing_time() -> Result<()> {
     let mut h = harness();
-    let out = h.feed(
-        &row!["s1"],
-        &[row!["s1", None::<f64>, T0], row!["s1", 120.0, None::<i64>]],
-    )?;
+    let out = h.feed(&row!["s1"], &[row!["s1", None::<f64>, T0], row!["s1", 120.0, None::<i64>]])?;
     assert_eq!(out.len(), 1);
     assert_eq!(out.row(0).expect("one row").timestamp("ts")?, T0);
     Ok(())

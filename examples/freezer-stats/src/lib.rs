@@ -18,8 +18,8 @@
 use std::collections::BTreeMap;
 
 use eddy_guest::{
-    ExpiredTimer, InitContext, Key, MapState, Output, Result, Rows, Schema, StatefulProcessor,
-    TimeMode, TimerValues, Timers, Ttl, ValueState, bail, export_processor, row,
+    ExpiredTimer, InitContext, Key, MapState, Output, Result, Rows, Schema, StatefulProcessor, TimeMode, TimerValues,
+    Timers, Ttl, ValueState, bail, export_processor, row,
 };
 use serde::{Deserialize, Serialize};
 
@@ -168,7 +168,10 @@ mod tests {
         let mut h = Harness::<FreezerStats>::builder("unit STRING, temperature DOUBLE, ts TIMESTAMP", "unit STRING")
             .event_time_column("ts")
             .build()?;
-        let out = h.feed(&row!["u1"], &[row!["u1", -18.0, 0], row!["u1", -20.0, 5 * MINUTE], row!["u1", -19.0, 11 * MINUTE]])?;
+        let out = h.feed(
+            &row!["u1"],
+            &[row!["u1", -18.0, 0], row!["u1", -20.0, 5 * MINUTE], row!["u1", -19.0, 11 * MINUTE]],
+        )?;
         assert!(out.is_empty());
         let out = h.set_watermark(10 * MINUTE)?;
         assert_eq!(

@@ -7,8 +7,8 @@
 //! initial state `user STRING, count BIGINT, sum BIGINT` (`[operator.initial-state]`).
 
 use eddy_guest::{
-    InitContext, Key, Output, Result, Rows, Schema, StatefulProcessor, TimerValues, Ttl,
-    ValueState, export_processor, row,
+    InitContext, Key, Output, Result, Rows, Schema, StatefulProcessor, TimerValues, Ttl, ValueState, export_processor,
+    row,
 };
 use serde::{Deserialize, Serialize};
 
@@ -29,9 +29,7 @@ pub struct RunningCount {
 impl StatefulProcessor for RunningCount {
     fn init(ctx: &mut InitContext) -> Result<Self> {
         ctx.set_output_schema(Schema::parse("user STRING, count BIGINT, sum BIGINT")?);
-        Ok(RunningCount {
-            totals: ctx.value_state("totals", Ttl::NONE)?,
-        })
+        Ok(RunningCount { totals: ctx.value_state("totals", Ttl::NONE)? })
     }
 
     fn handle_input_rows(
@@ -88,10 +86,7 @@ mod tests {
             .build()?;
         h.initial_state(&row!["bob"], &[row!["bob", 10, 100], row!["bob", 1, 1]])?;
         let out = h.feed(&row!["bob"], &[row!["bob", 5]])?;
-        assert_eq!(
-            out.to_values(),
-            vec![vec![Value::from("bob"), Value::from(12), Value::from(106)]]
-        );
+        assert_eq!(out.to_values(), vec![vec![Value::from("bob"), Value::from(12), Value::from(106)]]);
         Ok(())
     }
 
@@ -99,20 +94,11 @@ mod tests {
     fn keeps_totals_across_batches() -> Result<()> {
         let mut h = harness();
         let out = h.feed(&row!["alice"], &[row!["alice", 5], row!["alice", 7]])?;
-        assert_eq!(
-            out.to_values(),
-            vec![vec![Value::from("alice"), Value::from(2), Value::from(12)]]
-        );
+        assert_eq!(out.to_values(), vec![vec![Value::from("alice"), Value::from(2), Value::from(12)]]);
 
         let out = h.feed(&row!["alice"], &[row!["alice", 1]])?;
-        assert_eq!(
-            out.to_values(),
-            vec![vec![Value::from("alice"), Value::from(3), Value::from(13)]]
-        );
-        assert_eq!(
-            h.value_state::<Totals>("totals", &row!["alice"])?,
-            Some(Totals { count: 3, sum: 13 })
-        );
+        assert_eq!(out.to_values(), vec![vec![Value::from("alice"), Value::from(3), Value::from(13)]]);
+        assert_eq!(h.value_state::<Totals>("totals", &row!["alice"])?, Some(Totals { count: 3, sum: 13 }));
         Ok(())
     }
 
@@ -122,10 +108,7 @@ mod tests {
         h.feed(&row!["alice"], &[row!["alice", 5]])?;
         let out = h.feed(&row!["bob"], &[row!["bob", 2], row!["bob", 3]])?;
         assert_eq!(out.row(0).map(|r| r.i64("sum")).transpose()?, Some(5));
-        assert_eq!(
-            h.value_state::<Totals>("totals", &row!["alice"])?,
-            Some(Totals { count: 1, sum: 5 })
-        );
+        assert_eq!(h.value_state::<Totals>("totals", &row!["alice"])?, Some(Totals { count: 1, sum: 5 }));
         assert_eq!(h.value_state::<Totals>("totals", &row!["carol"])?, None);
         Ok(())
     }
@@ -133,10 +116,7 @@ mod tests {
     #[test]
     fn null_amounts_count_but_do_not_sum() -> Result<()> {
         let mut h = harness();
-        let out = h.feed(
-            &row!["alice"],
-            &[row!["alice", None::<i64>], row!["alice", 4]],
-        )?;
+        let out = h.feed(&row!["alice"], &[row!["alice", None::<i64>], row!["alice", 4]])?;
         let row = out.row(0).expect("one output row");
         assert_eq!((row.i64("count")?, row.i64("sum")?), (2, 4));
         Ok(())

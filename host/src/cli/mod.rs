@@ -81,5 +81,7 @@ fn print_to_stdout(print: impl FnOnce(&mut std::io::StdoutLock<'static>) -> Resu
 
 /// Whether `error` comes from writing to a closed pipe.
 fn is_broken_pipe(error: &anyhow::Error) -> bool {
-    error.chain().any(|cause| cause.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe))
+    error
+        .chain()
+        .any(|cause| cause.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe))
 }

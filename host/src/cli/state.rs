@@ -66,7 +66,8 @@ pub fn print_state(args: &StateArgs, out: &mut impl Write) -> Result<()> {
     match &args.command {
         StateCommand::Metadata { checkpoint, pretty } => {
             let metadata = StateReader::open_checkpoint(checkpoint)?.metadata()?;
-            let text = if *pretty { serde_json::to_string_pretty(&metadata)? } else { serde_json::to_string(&metadata)? };
+            let text =
+                if *pretty { serde_json::to_string_pretty(&metadata)? } else { serde_json::to_string(&metadata)? };
             writeln!(out, "{text}")?;
         }
         StateCommand::Read(read) => {
@@ -111,11 +112,14 @@ fn parse_range(text: &str) -> Result<(u64, u64)> {
 
 /// `--key`: a JSON array of the key's values (a single value is taken as a one-part key).
 fn parse_key(text: &str) -> Result<Vec<serde_json::Value>> {
-    let value: serde_json::Value = serde_json::from_str(text)
-        .with_context(|| format!("--key {text:?} is not JSON: give the key's values as a JSON array, e.g. '[\"alice\"]'"))?;
+    let value: serde_json::Value = serde_json::from_str(text).with_context(|| {
+        format!("--key {text:?} is not JSON: give the key's values as a JSON array, e.g. '[\"alice\"]'")
+    })?;
     match value {
         serde_json::Value::Array(parts) => Ok(parts),
-        serde_json::Value::Object(_) => bail!("--key {text:?} is an object: give the key's values as a JSON array, e.g. '[\"alice\"]'"),
+        serde_json::Value::Object(_) => {
+            bail!("--key {text:?} is an object: give the key's values as a JSON array, e.g. '[\"alice\"]'")
+        }
         single => Ok(vec![single]),
     }
 }
@@ -193,7 +197,10 @@ mod tests {
         assert_eq!(lines[0]["value"], serde_json::json!({"count": 4}));
         assert_eq!(lines[0]["expiresAt"], serde_json::Value::Null);
         let map = printed(&["read", &cp, "--var", "seen", "--key", "\"bob\""])?;
-        assert_eq!((map[0]["kind"].as_str(), map[0]["mapKey"].as_str(), map[0]["value"].as_bool()), (Some("map"), Some("page"), Some(true)));
+        assert_eq!(
+            (map[0]["kind"].as_str(), map[0]["mapKey"].as_str(), map[0]["value"].as_bool()),
+            (Some("map"), Some("page"), Some(true))
+        );
         assert!(printed(&["read", &cp, "--operator", "1"])?.is_empty());
         Ok(())
     }
@@ -214,9 +221,9 @@ mod tests {
     fn errors_say_what_to_do() -> Result<()> {
         let dir = tempfile::tempdir()?;
         let cp = dir.path().to_string_lossy().into_owned();
-        let error = print_state(&parse(&["read", &cp])?, &mut Vec::new()).err().expect("no store");
+        let error = print_state(&parse(&["read", &cp])?, &mut Vec::new()).expect_err("no store");
         assert!(error.to_string().contains("has the query run with this checkpoint?"), "{error}");
-        let error = print_state(&parse(&["read", &cp, "--key", "alice"])?, &mut Vec::new()).err().expect("bad key");
+        let error = print_state(&parse(&["read", &cp, "--key", "alice"])?, &mut Vec::new()).expect_err("bad key");
         assert!(error.to_string().contains("JSON array"), "{error}");
         assert!(parse(&["read", &cp, "--timers", "--var", "x"]).is_err());
         assert!(parse(&["read"]).is_err());

@@ -19,7 +19,13 @@ const ROWS_PER_DECODE: usize = 8192;
 
 /// Decodes `bytes`; on failure, separates the bad records (only the first with
 /// `first_only`).
-pub(super) fn decode(bytes: &[u8], schema: &SchemaRef, header: bool, delimiter: u8, first_only: bool) -> Result<Decoded> {
+pub(super) fn decode(
+    bytes: &[u8],
+    schema: &SchemaRef,
+    header: bool,
+    delimiter: u8,
+    first_only: bool,
+) -> Result<Decoded> {
     let format = Format { schema: schema.clone(), read_schema: read_schema(schema), delimiter };
     if let Ok(rows) = format.decode_all(bytes, header) {
         return Ok(Decoded { rows, bad_records: Vec::new() });
@@ -31,7 +37,11 @@ pub(super) fn decode(bytes: &[u8], schema: &SchemaRef, header: bool, delimiter: 
         .iter()
         .map(|(span, error)| {
             let raw = &bytes[span.start..span.end];
-            BadRecord { line: span.line, reason: format.explain(raw).unwrap_or_else(|| reason(error)), record: record_text(raw) }
+            BadRecord {
+                line: span.line,
+                reason: format.explain(raw).unwrap_or_else(|| reason(error)),
+                record: record_text(raw),
+            }
         })
         .collect();
     Ok(Decoded { rows: concat_batches(schema, &found.good)?, bad_records })
@@ -74,11 +84,8 @@ impl Format {
     /// Why one record (`raw`, with its line ending) does not decode, in the schema's
     /// terms: the wrong number of fields, or the first field that does not parse.
     fn explain(&self, raw: &[u8]) -> Option<String> {
-        let mut reader = csv::ReaderBuilder::new()
-            .has_headers(false)
-            .flexible(true)
-            .delimiter(self.delimiter)
-            .from_reader(raw);
+        let mut reader =
+            csv::ReaderBuilder::new().has_headers(false).flexible(true).delimiter(self.delimiter).from_reader(raw);
         let record = reader.byte_records().next()?.ok()?;
         let expected = self.schema.fields().len();
         if record.len() != expected {
@@ -126,11 +133,8 @@ fn read_schema(schema: &SchemaRef) -> SchemaRef {
 
 /// Where each record lies (a quoted field may span lines), the header left out.
 fn record_spans(bytes: &[u8], header: bool, delimiter: u8) -> Vec<Span> {
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .delimiter(delimiter)
-        .from_reader(bytes);
+    let mut reader =
+        csv::ReaderBuilder::new().has_headers(false).flexible(true).delimiter(delimiter).from_reader(bytes);
     let mut record = csv::ByteRecord::new();
     let mut spans = Vec::new();
     loop {
@@ -189,10 +193,7 @@ mod tests {
         let schema = parse_schema("user STRING NOT NULL, amount BIGINT").expect("schema");
         let bytes = b"a;1\nb;lots\n\"multi\nline\";2\nc\n;4\nd;3;x\ne;5\r\n";
         let decoded = decode(bytes, &schema, false, b';', false).expect("decodes");
-        assert_eq!(
-            strings(&decoded.rows, 0),
-            [Some("a".into()), Some("multi\nline".into()), Some("e".into())]
-        );
+        assert_eq!(strings(&decoded.rows, 0), [Some("a".into()), Some("multi\nline".into()), Some("e".into())]);
         let bad: Vec<(usize, &str, &str)> =
             decoded.bad_records.iter().map(|b| (b.line, b.reason.as_str(), b.record.as_str())).collect();
         assert_eq!(

@@ -39,7 +39,8 @@ pub(super) fn separate<F>(bytes: &[u8], spans: &[Span], decode: F, first_only: b
 where
     F: Fn(&[u8]) -> Result<RecordBatch, ArrowError>,
 {
-    let mut search = Search { bytes, spans, decode, first_only, found: Separated { good: Vec::new(), bad: Vec::new() } };
+    let mut search =
+        Search { bytes, spans, decode, first_only, found: Separated { good: Vec::new(), bad: Vec::new() } };
     for low in (0..spans.len()).step_by(RECORDS_PER_CHUNK) {
         if !search.run(low, spans.len().min(low + RECORDS_PER_CHUNK)) {
             break;

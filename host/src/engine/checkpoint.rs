@@ -58,12 +58,16 @@ impl Metadata {
         let path = checkpoint.join("metadata");
         if path.exists() {
             let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-            let mut metadata: Metadata = serde_json::from_str(&text)
-                .with_context(|| format!("{} is not an eddy checkpoint's metadata; restore it or use a new checkpoint", path.display()))?;
+            let mut metadata: Metadata = serde_json::from_str(&text).with_context(|| {
+                format!("{} is not an eddy checkpoint's metadata; restore it or use a new checkpoint", path.display())
+            })?;
             if metadata.pipeline_fingerprint == fingerprint {
                 return Ok(metadata);
             }
-            crate::log::info(&format!("the pipeline changed since {} was written; its state schema is checked next", path.display()));
+            crate::log::info(&format!(
+                "the pipeline changed since {} was written; its state schema is checked next",
+                path.display()
+            ));
             metadata.pipeline_fingerprint = fingerprint;
             metadata.key_groups = key_groups;
             metadata.write(&path)?;
@@ -98,8 +102,15 @@ impl BatchLog {
     }
 
     /// Records batch N's plan before it runs.
-    pub fn write_offsets(&self, batch_id: u64, timestamp_us: i64, watermark_us: Option<i64>, end_offsets: Vec<serde_json::Value>) -> Result<()> {
-        let record = OffsetsRecord { version: VERSION, batch_id, batch_timestamp_us: timestamp_us, watermark_us, end_offsets };
+    pub fn write_offsets(
+        &self,
+        batch_id: u64,
+        timestamp_us: i64,
+        watermark_us: Option<i64>,
+        end_offsets: Vec<serde_json::Value>,
+    ) -> Result<()> {
+        let record =
+            OffsetsRecord { version: VERSION, batch_id, batch_timestamp_us: timestamp_us, watermark_us, end_offsets };
         let mut text = serde_json::to_string_pretty(&record)?;
         text.push('\n');
         write_atomic(&self.offsets.join(batch_id.to_string()), text.as_bytes())
@@ -112,8 +123,9 @@ impl BatchLog {
             return Ok(None);
         }
         let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-        let record: OffsetsRecord = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not an offsets record; restore it or start from a new checkpoint", path.display()))?;
+        let record: OffsetsRecord = serde_json::from_str(&text).with_context(|| {
+            format!("{} is not an offsets record; restore it or start from a new checkpoint", path.display())
+        })?;
         if record.version != VERSION {
             anyhow::bail!("{} has format version {}, this eddy reads {VERSION}", path.display(), record.version);
         }
@@ -132,9 +144,14 @@ impl BatchLog {
         for dir in [&self.offsets, &self.commits] {
             let Ok(entries) = std::fs::read_dir(dir) else { continue };
             for entry in entries.flatten() {
-                let old = entry.file_name().to_str().and_then(|name| name.parse::<u64>().ok()).is_some_and(|id| id < oldest_kept);
+                let old = entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|name| name.parse::<u64>().ok())
+                    .is_some_and(|id| id < oldest_kept);
                 if old {
-                    std::fs::remove_file(entry.path()).with_context(|| format!("cannot delete {}", entry.path().display()))?;
+                    std::fs::remove_file(entry.path())
+                        .with_context(|| format!("cannot delete {}", entry.path().display()))?;
                 }
             }
         }
@@ -163,7 +180,13 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let log = BatchLog::new(dir.path());
         for id in 0..5 {
-            log.write_offsets(id, 1_000 + id as i64, Some(7), vec![serde_json::json!({"files": ["a"]}), serde_json::Value::Null]).expect("offsets");
+            log.write_offsets(
+                id,
+                1_000 + id as i64,
+                Some(7),
+                vec![serde_json::json!({"files": ["a"]}), serde_json::Value::Null],
+            )
+            .expect("offsets");
             log.write_commit(id, Some(8)).expect("commit");
         }
         let record = log.read_offsets(4).expect("readable").expect("present");

@@ -79,7 +79,19 @@ impl Query {
         let next_batch = committed.map_or(0, |id| id + 1);
         let initial_state = if next_batch == 0 { initial_state } else { None };
         let retain_batches = pipeline.min_batches_to_retain;
-        Ok(Self { pipeline, store, sources, operator, sink, watermark, event_time_columns, initial_state, next_batch, log, retain_batches })
+        Ok(Self {
+            pipeline,
+            store,
+            sources,
+            operator,
+            sink,
+            watermark,
+            event_time_columns,
+            initial_state,
+            next_batch,
+            log,
+            retain_batches,
+        })
     }
 
     /// The id the next batch will have.
@@ -113,7 +125,10 @@ impl Query {
         if !has_input && !self.watermark_moved(watermark)? && !self.timers_due(now, watermark)? {
             return Ok(None);
         }
-        let end_offsets = planned.iter().map(|batch| batch.as_ref().map_or(serde_json::Value::Null, |b| b.end_offset.clone())).collect();
+        let end_offsets = planned
+            .iter()
+            .map(|batch| batch.as_ref().map_or(serde_json::Value::Null, |b| b.end_offset.clone()))
+            .collect();
         self.log.write_offsets(batch_id, now, watermark, end_offsets)?;
         self.run_batch(batch_id, now, watermark, planned, started, plan_ms).map(Some)
     }
@@ -209,7 +224,8 @@ impl Query {
         let operator_started = Instant::now();
         let mut txns = self.operator.begin(&self.store);
         if let Some(initial) = &self.initial_state {
-            txns = self.operator.apply_initial_state(txns, initial, time).context("applying the initial state failed")?;
+            txns =
+                self.operator.apply_initial_state(txns, initial, time).context("applying the initial state failed")?;
         }
         let output = self
             .operator

@@ -31,7 +31,8 @@ fn source_description(pipeline: &Pipeline, index: usize) -> String {
 impl Reporter {
     /// The progress record of one batch.
     pub fn record(&mut self, pipeline: &Pipeline, metrics: &BatchMetrics) -> QueryProgress {
-        let since_previous_ms = self.previous_start.map_or(0, |start| ((metrics.processing_time - start) / 1000).max(0) as u64);
+        let since_previous_ms =
+            self.previous_start.map_or(0, |start| ((metrics.processing_time - start) / 1000).max(0) as u64);
         self.previous_start = Some(metrics.processing_time);
         let input_rate = |rows| if since_previous_ms == 0 { 0.0 } else { rows_per_second(rows, since_previous_ms) };
         let duration_ms = BTreeMap::from([
@@ -88,7 +89,11 @@ impl Reporter {
                 custom_metrics,
             }],
             sources,
-            sink: SinkProgress { description: self.sink.clone(), num_output_rows: metrics.output_rows, metrics: BTreeMap::new() },
+            sink: SinkProgress {
+                description: self.sink.clone(),
+                num_output_rows: metrics.output_rows,
+                metrics: BTreeMap::new(),
+            },
         }
     }
 }

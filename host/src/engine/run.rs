@@ -15,14 +15,14 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use arrow::array::RecordBatch;
 
+use super::checkpoint::Metadata;
 use super::metrics::BatchMetrics;
 use super::query::{Query, operator_id};
-use super::checkpoint::Metadata;
 use super::report::Reporter;
-use crate::progress::{Bar, ProgressLog, QueryProgress, new_uuid_v4, now_micros};
 use crate::decode::decode_json_lines;
 use crate::operator::{OperatorOptions, ShardedOperator};
 use crate::pipeline::{Pipeline, TriggerSpec};
+use crate::progress::{Bar, ProgressLog, QueryProgress, new_uuid_v4, now_micros};
 use crate::source::list_input_files;
 use crate::state::{OperatorStateSchema, StateStore, check_and_record};
 use crate::wasm::WasmRuntime;
@@ -61,9 +61,10 @@ pub fn open_query(pipeline: &Pipeline, checkpoint: &Path, module_cache: Option<P
     let module = runtime.load(&pipeline.operator.module)?;
     let spec = &pipeline.operator;
     let first = &pipeline.sources[0];
-    let event_time_column = first.watermark.as_ref().map(|w| w.column.clone()).filter(|column| {
-        pipeline.sources.iter().all(|s| s.watermark.as_ref().is_some_and(|w| &w.column == column))
-    });
+    let event_time_column =
+        first.watermark.as_ref().map(|w| w.column.clone()).filter(|column| {
+            pipeline.sources.iter().all(|s| s.watermark.as_ref().is_some_and(|w| &w.column == column))
+        });
     let options = OperatorOptions {
         operator_id: operator_id(),
         key_columns: spec.key.clone(),
@@ -137,7 +138,8 @@ pub fn run_pipeline(
             temporary.path().to_path_buf()
         }
     };
-    std::fs::create_dir_all(&checkpoint).with_context(|| format!("cannot create checkpoint {}", checkpoint.display()))?;
+    std::fs::create_dir_all(&checkpoint)
+        .with_context(|| format!("cannot create checkpoint {}", checkpoint.display()))?;
     let metadata = Metadata::load_or_create(&checkpoint, pipeline_fingerprint(pipeline), pipeline.operator.key_groups)?;
     let mut query = open_query(pipeline, &checkpoint, options.module_cache.clone())?;
     let progress_log = ProgressLog::new(&checkpoint);

@@ -47,7 +47,12 @@ pub fn key_group_ranges(key_groups: u16, parts: usize) -> Vec<Range<u16>> {
 
 impl ShardedOperator {
     /// Opens `parallelism` instances of `module`, each owning a range of key groups.
-    pub fn open(module: &Module, input_schema: &SchemaRef, options: OperatorOptions, parallelism: usize) -> Result<Self> {
+    pub fn open(
+        module: &Module,
+        input_schema: &SchemaRef,
+        options: OperatorOptions,
+        parallelism: usize,
+    ) -> Result<Self> {
         let ranges = key_group_ranges(options.key_groups, parallelism);
         let mut shards = Vec::with_capacity(ranges.len());
         for range in &ranges {
@@ -92,7 +97,12 @@ impl ShardedOperator {
     }
 
     /// Applies the initial state in every shard's transaction.
-    pub fn apply_initial_state(&mut self, txns: Vec<StateTxn>, rows: &RecordBatch, time: BatchTime) -> Result<Vec<StateTxn>> {
+    pub fn apply_initial_state(
+        &mut self,
+        txns: Vec<StateTxn>,
+        rows: &RecordBatch,
+        time: BatchTime,
+    ) -> Result<Vec<StateTxn>> {
         self.shards.iter_mut().zip(txns).map(|(shard, txn)| shard.apply_initial_state(txn, rows, time)).collect()
     }
 
@@ -120,7 +130,13 @@ impl ShardedOperator {
                 .map(|handle| handle.join().unwrap_or_else(|_| Err(anyhow!("a shard's thread panicked"))))
                 .collect()
         });
-        let mut output = ShardedOutput { txns: Vec::new(), rows: Vec::new(), keys_with_input: 0, timers_fired: 0, entries_evicted: 0 };
+        let mut output = ShardedOutput {
+            txns: Vec::new(),
+            rows: Vec::new(),
+            keys_with_input: 0,
+            timers_fired: 0,
+            entries_evicted: 0,
+        };
         for result in results {
             let shard_output = result?;
             output.txns.push(shard_output.txn);

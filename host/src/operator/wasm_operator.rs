@@ -108,7 +108,8 @@ impl WasmOperator {
             event_time_column: options.event_time_column.clone(),
         };
         let spec = instance.init(&context)?;
-        let output_schema = validate_spec(&spec).map_err(|problem| anyhow!("module '{}' declared {problem}", module.name))?;
+        let output_schema =
+            validate_spec(&spec).map_err(|problem| anyhow!("module '{}' declared {problem}", module.name))?;
         Ok(Self { instance, module_name: module.name.clone(), options, key_indices, spec, output_schema })
     }
 
@@ -146,14 +147,23 @@ impl WasmOperator {
 
     /// Like [`WasmOperator::run_batch`] with the input already grouped by key (only
     /// keys of this instance's key groups).
-    pub fn run_grouped(&mut self, txn: StateTxn, input: &RecordBatch, groups: &[KeyRows], time: BatchTime) -> Result<OperatorOutput> {
+    pub fn run_grouped(
+        &mut self,
+        txn: StateTxn,
+        input: &RecordBatch,
+        groups: &[KeyRows],
+        time: BatchTime,
+    ) -> Result<OperatorOutput> {
         self.instance.start_batch(txn, time.processing_time, time.batch_id);
         let mut outputs = OutputRows::new(self.output_schema.clone());
         let result = self.run_keys(input, groups, time, &mut outputs).and_then(|()| {
             let timers_fired = self.fire_timers(time, &mut outputs)?;
             let txn = self.instance.txn_mut().context("no state transaction during the batch")?;
-            let evicted = evict_expired(txn, self.options.operator_id, &self.options.key_group_range, time.processing_time)?;
-            let rows = outputs.finish().map_err(|problem| anyhow!("module '{}' returned unusable rows: {problem}", self.module_name))?;
+            let evicted =
+                evict_expired(txn, self.options.operator_id, &self.options.key_group_range, time.processing_time)?;
+            let rows = outputs
+                .finish()
+                .map_err(|problem| anyhow!("module '{}' returned unusable rows: {problem}", self.module_name))?;
             Ok((rows.into_iter().collect(), timers_fired, evicted))
         });
         let txn = self.instance.finish_batch().context("the batch's state transaction went missing")?;
@@ -206,7 +216,13 @@ impl WasmOperator {
         Ok(key_values)
     }
 
-    fn run_keys(&mut self, input: &RecordBatch, groups: &[KeyRows], time: BatchTime, outputs: &mut OutputRows) -> Result<()> {
+    fn run_keys(
+        &mut self,
+        input: &RecordBatch,
+        groups: &[KeyRows],
+        time: BatchTime,
+        outputs: &mut OutputRows,
+    ) -> Result<()> {
         for (key_group, encoded, rows) in groups {
             let key_values = self.enter_key(self.scope(*key_group, encoded.clone(), time))?;
             let batch = gather(input, rows);
@@ -312,8 +328,13 @@ fn contract_fields(schema: &Schema, only: Option<&[usize]>) -> Result<Vec<Field>
         .into_iter()
         .map(|i| {
             let field = schema.field(i);
-            let data_type = contract_type(field.data_type())
-                .with_context(|| format!("column '{}' has type {}, which eddy cannot pass to a processor", field.name(), field.data_type()))?;
+            let data_type = contract_type(field.data_type()).with_context(|| {
+                format!(
+                    "column '{}' has type {}, which eddy cannot pass to a processor",
+                    field.name(),
+                    field.data_type()
+                )
+            })?;
             Ok(Field { name: field.name().clone(), data_type, nullable: field.is_nullable() })
         })
         .collect()

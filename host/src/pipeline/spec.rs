@@ -154,11 +154,17 @@ impl Pipeline {
             None | Some(("min", _)) => WatermarkPolicy::Min,
             Some(("max", _)) => WatermarkPolicy::Max,
             Some((other, span)) => {
-                return Err(at.at(span, "watermark-policy", format!("unknown policy '{other}'; expected \"min\" or \"max\"")));
+                return Err(at.at(
+                    span,
+                    "watermark-policy",
+                    format!("unknown policy '{other}'; expected \"min\" or \"max\""),
+                ));
             }
         };
         let min_batches_to_retain = match &raw.min_batches_to_retain {
-            Some(n) if *n.get_ref() == 0 => return Err(at.at(n, "min-batches-to-retain", "expected a positive number")),
+            Some(n) if *n.get_ref() == 0 => {
+                return Err(at.at(n, "min-batches-to-retain", "expected a positive number"));
+            }
             Some(n) => *n.get_ref(),
             None => 100,
         };
@@ -189,25 +195,37 @@ fn source_spec(at: &Locator, base: &Path, index: usize, raw: &RawSource) -> Resu
     let format = raw.format.get_ref().as_str();
     let (kind, schema) = match format {
         "json" | "csv" => {
-            let path = raw.path.as_ref().ok_or_else(|| at.at(&raw.format, &key("path"), "a file source needs a path"))?;
+            let path =
+                raw.path.as_ref().ok_or_else(|| at.at(&raw.format, &key("path"), "a file source needs a path"))?;
             let resolved = base.join(path.get_ref());
             if !resolved.exists() {
-                return Err(at.at(path, &key("path"), format!("{} does not exist; expected a file or a directory of {format} files", resolved.display())));
+                return Err(at.at(
+                    path,
+                    &key("path"),
+                    format!("{} does not exist; expected a file or a directory of {format} files", resolved.display()),
+                ));
             }
-            let schema_text = raw.schema.as_ref().ok_or_else(|| at.at(&raw.format, &key("schema"), "a file source needs a schema, e.g. \"user STRING, amount BIGINT\""))?;
-            let schema = parse_schema(schema_text.get_ref()).map_err(|problem| at.at(schema_text, &key("schema"), problem))?;
+            let schema_text = raw.schema.as_ref().ok_or_else(|| {
+                at.at(&raw.format, &key("schema"), "a file source needs a schema, e.g. \"user STRING, amount BIGINT\"")
+            })?;
+            let schema =
+                parse_schema(schema_text.get_ref()).map_err(|problem| at.at(schema_text, &key("schema"), problem))?;
             let file_format = if format == "json" {
                 FileFormat::Json
             } else {
                 let delimiter = match &raw.delimiter {
                     None => b',',
                     Some(d) if d.get_ref().len() == 1 => d.get_ref().as_bytes()[0],
-                    Some(d) => return Err(at.at(d, &key("delimiter"), "expected one ASCII character, e.g. \",\" or \";\"")),
+                    Some(d) => {
+                        return Err(at.at(d, &key("delimiter"), "expected one ASCII character, e.g. \",\" or \";\""));
+                    }
                 };
                 FileFormat::Csv { header: raw.header.unwrap_or(true), delimiter }
             };
             let max_files_per_trigger = match &raw.max_files_per_trigger {
-                Some(n) if *n.get_ref() == 0 => return Err(at.at(n, &key("max-files-per-trigger"), "expected a positive number")),
+                Some(n) if *n.get_ref() == 0 => {
+                    return Err(at.at(n, &key("max-files-per-trigger"), "expected a positive number"));
+                }
                 Some(n) => Some(*n.get_ref() as usize),
                 None => None,
             };
@@ -215,12 +233,16 @@ fn source_spec(at: &Locator, base: &Path, index: usize, raw: &RawSource) -> Resu
         }
         "rate" => {
             let rows_per_second = match &raw.rows_per_second {
-                Some(n) if *n.get_ref() == 0 => return Err(at.at(n, &key("rows-per-second"), "expected a positive number")),
+                Some(n) if *n.get_ref() == 0 => {
+                    return Err(at.at(n, &key("rows-per-second"), "expected a positive number"));
+                }
                 Some(n) => *n.get_ref(),
                 None => 1,
             };
             let start_us = match &raw.start_time {
-                Some(text) => Some(parse_timestamp(text.get_ref()).map_err(|problem| at.at(text, &key("start-time"), problem))?),
+                Some(text) => {
+                    Some(parse_timestamp(text.get_ref()).map_err(|problem| at.at(text, &key("start-time"), problem))?)
+                }
                 None => None,
             };
             let schema = parse_schema("timestamp TIMESTAMP NOT NULL, value BIGINT NOT NULL").map_err(|e| anyhow!(e))?;
@@ -231,18 +253,39 @@ fn source_spec(at: &Locator, base: &Path, index: usize, raw: &RawSource) -> Resu
             }
             (SourceKind::Rate { rows_per_second, start_us }, schema)
         }
-        other => return Err(at.at(&raw.format, &key("format"), format!("unknown format '{other}'; expected \"json\", \"csv\" or \"rate\""))),
+        other => {
+            return Err(at.at(
+                &raw.format,
+                &key("format"),
+                format!("unknown format '{other}'; expected \"json\", \"csv\" or \"rate\""),
+            ));
+        }
     };
     let watermark = match &raw.watermark {
         None => None,
         Some(watermark) => {
             let column = watermark.column.get_ref();
             match schema.field_with_name(column) {
-                Ok(field) if crate::wasm::rows::contract_type(field.data_type()) == Some(crate::wasm::DataType::Timestamp) => {}
-                Ok(_) => return Err(at.at(&watermark.column, &key("watermark.column"), format!("column '{column}' is not a TIMESTAMP; event time must be a TIMESTAMP column"))),
-                Err(_) => return Err(at.at(&watermark.column, &key("watermark.column"), format!("column '{column}' is not in the schema"))),
+                Ok(field)
+                    if crate::wasm::rows::contract_type(field.data_type())
+                        == Some(crate::wasm::DataType::Timestamp) => {}
+                Ok(_) => {
+                    return Err(at.at(
+                        &watermark.column,
+                        &key("watermark.column"),
+                        format!("column '{column}' is not a TIMESTAMP; event time must be a TIMESTAMP column"),
+                    ));
+                }
+                Err(_) => {
+                    return Err(at.at(
+                        &watermark.column,
+                        &key("watermark.column"),
+                        format!("column '{column}' is not in the schema"),
+                    ));
+                }
             }
-            let delay = parse_duration(watermark.delay.get_ref()).map_err(|problem| at.at(&watermark.delay, &key("watermark.delay"), problem))?;
+            let delay = parse_duration(watermark.delay.get_ref())
+                .map_err(|problem| at.at(&watermark.delay, &key("watermark.delay"), problem))?;
             Some(WatermarkSpec { column: column.clone(), delay_us: delay.as_micros() as i64 })
         }
     };
@@ -250,11 +293,17 @@ fn source_spec(at: &Locator, base: &Path, index: usize, raw: &RawSource) -> Resu
         None | Some(("fail", _)) => BadRecordPolicy::Fail,
         Some(("skip", _)) => BadRecordPolicy::Skip,
         Some(("dead-letter", span)) => {
-            let path = raw.dead_letter_path.as_ref().ok_or_else(|| at.at(span, &key("dead-letter-path"), "the dead-letter policy needs a dead-letter-path (a directory)"))?;
+            let path = raw.dead_letter_path.as_ref().ok_or_else(|| {
+                at.at(span, &key("dead-letter-path"), "the dead-letter policy needs a dead-letter-path (a directory)")
+            })?;
             BadRecordPolicy::DeadLetter(base.join(path.get_ref()))
         }
         Some((other, span)) => {
-            return Err(at.at(span, &key("on-bad-record"), format!("unknown policy '{other}'; expected \"fail\", \"skip\" or \"dead-letter\"")));
+            return Err(at.at(
+                span,
+                &key("on-bad-record"),
+                format!("unknown policy '{other}'; expected \"fail\", \"skip\" or \"dead-letter\""),
+            ));
         }
     };
     Ok(SourceSpec { name, kind, schema, watermark, on_bad_record })
@@ -271,7 +320,11 @@ fn operator_spec(at: &Locator, base: &Path, op: &RawOperator, source: &SourceSpe
     let schema = &source.schema;
     let module = base.join(op.module.get_ref());
     if !module.is_file() {
-        return Err(at.at(&op.module, "operator.module", format!("{} does not exist; build the processor first (for the examples: `make guests`)", module.display())));
+        return Err(at.at(
+            &op.module,
+            "operator.module",
+            format!("{} does not exist; build the processor first (for the examples: `make guests`)", module.display()),
+        ));
     }
     if op.key.get_ref().is_empty() {
         return Err(at.at(&op.key, "operator.key", "expected at least one key column"));
@@ -279,7 +332,11 @@ fn operator_spec(at: &Locator, base: &Path, op: &RawOperator, source: &SourceSpe
     for column in op.key.get_ref() {
         if schema.index_of(column).is_err() {
             let columns: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-            return Err(at.at(&op.key, "operator.key", format!("key column '{column}' is not in source.schema (columns: {})", columns.join(", "))));
+            return Err(at.at(
+                &op.key,
+                "operator.key",
+                format!("key column '{column}' is not in source.schema (columns: {})", columns.join(", ")),
+            ));
         }
     }
     let output_mode = match op.output_mode.as_ref().map(|mode| (mode.get_ref().as_str(), mode)) {
@@ -288,7 +345,13 @@ fn operator_spec(at: &Locator, base: &Path, op: &RawOperator, source: &SourceSpe
         Some(("complete", span)) => {
             return Err(at.at(span, "operator.output-mode", "complete mode needs an operator that can produce the whole result; processors support \"append\" and \"update\""));
         }
-        Some((other, span)) => return Err(at.at(span, "operator.output-mode", format!("unknown output mode '{other}'; expected \"append\" or \"update\""))),
+        Some((other, span)) => {
+            return Err(at.at(
+                span,
+                "operator.output-mode",
+                format!("unknown output mode '{other}'; expected \"append\" or \"update\""),
+            ));
+        }
     };
     let time_mode = match op.time_mode.as_ref().map(|mode| (mode.get_ref().as_str(), mode)) {
         None => None,
@@ -296,23 +359,37 @@ fn operator_spec(at: &Locator, base: &Path, op: &RawOperator, source: &SourceSpe
         Some(("processing-time", _)) => Some(TimeMode::ProcessingTime),
         Some(("event-time", span)) => {
             if source.watermark.is_none() {
-                return Err(at.at(span, "operator.time-mode", "event time needs a watermark: add [source.watermark] with column and delay"));
+                return Err(at.at(
+                    span,
+                    "operator.time-mode",
+                    "event time needs a watermark: add [source.watermark] with column and delay",
+                ));
             }
             Some(TimeMode::EventTime)
         }
         Some((other, span)) => {
-            return Err(at.at(span, "operator.time-mode", format!("unknown time mode '{other}'; expected \"none\", \"processing-time\" or \"event-time\"")));
+            return Err(at.at(
+                span,
+                "operator.time-mode",
+                format!("unknown time mode '{other}'; expected \"none\", \"processing-time\" or \"event-time\""),
+            ));
         }
     };
     let key_groups = match &op.key_groups {
-        Some(groups) if *groups.get_ref() == 0 => return Err(at.at(groups, "operator.key-groups", "expected a number from 1 to 65535")),
+        Some(groups) if *groups.get_ref() == 0 => {
+            return Err(at.at(groups, "operator.key-groups", "expected a number from 1 to 65535"));
+        }
         Some(groups) => *groups.get_ref(),
         None => 128,
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let parallelism = match &op.parallelism {
         Some(n) if *n.get_ref() == 0 || *n.get_ref() > u64::from(key_groups) => {
-            return Err(at.at(n, "operator.parallelism", format!("expected a number from 1 to key-groups ({key_groups})")));
+            return Err(at.at(
+                n,
+                "operator.parallelism",
+                format!("expected a number from 1 to key-groups ({key_groups})"),
+            ));
         }
         Some(n) => *n.get_ref() as usize,
         None => cores.min(usize::from(key_groups)),
@@ -334,13 +411,22 @@ fn operator_spec(at: &Locator, base: &Path, op: &RawOperator, source: &SourceSpe
     let initial_state = match &op.initial_state {
         None => None,
         Some(initial) => {
-            let schema = parse_schema(initial.schema.get_ref()).map_err(|problem| at.at(&initial.schema, "operator.initial-state.schema", problem))?;
+            let schema = parse_schema(initial.schema.get_ref())
+                .map_err(|problem| at.at(&initial.schema, "operator.initial-state.schema", problem))?;
             if let Some(column) = op.key.get_ref().iter().find(|column| schema.index_of(column).is_err()) {
-                return Err(at.at(&initial.schema, "operator.initial-state.schema", format!("the initial state needs key column '{column}'")));
+                return Err(at.at(
+                    &initial.schema,
+                    "operator.initial-state.schema",
+                    format!("the initial state needs key column '{column}'"),
+                ));
             }
             let path = base.join(initial.path.get_ref());
             if !path.exists() {
-                return Err(at.at(&initial.path, "operator.initial-state.path", format!("{} does not exist; expected a JSON-lines file or a directory of them", path.display())));
+                return Err(at.at(
+                    &initial.path,
+                    "operator.initial-state.path",
+                    format!("{} does not exist; expected a JSON-lines file or a directory of them", path.display()),
+                ));
             }
             Some(InitialStateSpec { path, schema })
         }
@@ -366,7 +452,13 @@ fn sink_spec(at: &Locator, base: &Path, raw: Option<&RawSink>) -> Result<SinkSpe
         "console" => SinkFormat::Console,
         "json" => SinkFormat::Json,
         "parquet" => SinkFormat::Parquet,
-        other => return Err(at.at(&sink.format, "sink.format", format!("unknown format '{other}'; expected \"console\", \"json\" or \"parquet\""))),
+        other => {
+            return Err(at.at(
+                &sink.format,
+                "sink.format",
+                format!("unknown format '{other}'; expected \"console\", \"json\" or \"parquet\""),
+            ));
+        }
     };
     let path = sink.path.as_ref().map(|p| base.join(p.get_ref()));
     if format != SinkFormat::Console && path.is_none() {
@@ -389,12 +481,9 @@ fn trigger_spec(at: &Locator, raw: Option<&Spanned<RawTrigger>>) -> Result<Trigg
     }
     Ok(match (&trigger.processing_time, trigger.available_now, trigger.once) {
         (Some(interval), _, _) => {
-            let every = parse_duration(interval.get_ref()).map_err(|problem| at.at(interval, "trigger.processing-time", problem))?;
-            if every.is_zero() {
-                TriggerSpec::AsFastAsPossible
-            } else {
-                TriggerSpec::ProcessingTime(every)
-            }
+            let every = parse_duration(interval.get_ref())
+                .map_err(|problem| at.at(interval, "trigger.processing-time", problem))?;
+            if every.is_zero() { TriggerSpec::AsFastAsPossible } else { TriggerSpec::ProcessingTime(every) }
         }
         (None, Some(true), _) => TriggerSpec::AvailableNow,
         (None, _, Some(true)) => TriggerSpec::Once,

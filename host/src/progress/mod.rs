@@ -10,6 +10,8 @@ mod uuid;
 
 pub use bar::{Bar, render as render_bar};
 pub use log_dir::{FOLLOW_POLL, Follower, PROGRESS_DIR, ProgressLog};
-pub use record::{EventTimeProgress, QueryProgress, SinkProgress, SourceProgress, StateOperatorProgress, rows_per_second};
+pub use record::{
+    EventTimeProgress, QueryProgress, SinkProgress, SourceProgress, StateOperatorProgress, rows_per_second,
+};
 pub use time::{format_micros_iso, now_micros};
 pub use uuid::{format_uuid_v4, new_uuid_v4};

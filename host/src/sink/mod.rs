@@ -29,7 +29,9 @@ pub trait Sink {
 /// Opens the sink a spec describes.
 pub fn open(spec: &SinkSpec) -> Result<Box<dyn Sink>> {
     Ok(match (spec.format, &spec.path) {
-        (SinkFormat::Console, _) => Box::new(ConsoleSink::with_options(std::io::stdout(), spec.num_rows, spec.truncate)),
+        (SinkFormat::Console, _) => {
+            Box::new(ConsoleSink::with_options(std::io::stdout(), spec.num_rows, spec.truncate))
+        }
         (SinkFormat::Json, Some(path)) => Box::new(JsonFileSink::new(path.clone())?),
         (SinkFormat::Parquet, Some(path)) => Box::new(ParquetFileSink::new(path.clone())?),
         (SinkFormat::Json | SinkFormat::Parquet, None) => {

@@ -84,8 +84,9 @@ impl FileSource {
         let Some(raw) = store.read(Cf::Meta, &self.count_key())? else {
             return Ok(0);
         };
-        let count: Count = serde_json::from_slice(&raw)
-            .with_context(|| format!("source '{}': the committed file count in the state store is corrupt", self.name))?;
+        let count: Count = serde_json::from_slice(&raw).with_context(|| {
+            format!("source '{}': the committed file count in the state store is corrupt", self.name)
+        })?;
         Ok(count.committed)
     }
 
@@ -171,17 +172,19 @@ impl Source for FileSource {
         if end_offset.is_null() {
             return Ok(None);
         }
-        let names = end_offset
-            .get("files")
-            .and_then(Value::as_array)
-            .ok_or_else(|| anyhow!("source '{}': batch {batch_id}'s recorded end offset {end_offset} lists no files", self.name))?;
+        let names = end_offset.get("files").and_then(Value::as_array).ok_or_else(|| {
+            anyhow!("source '{}': batch {batch_id}'s recorded end offset {end_offset} lists no files", self.name)
+        })?;
         let mut files = Vec::with_capacity(names.len());
         for name in names {
             let name = name.as_str().ok_or_else(|| {
                 anyhow!("source '{}': batch {batch_id}'s recorded end offset {end_offset} holds a file name that is not text", self.name)
             })?;
             if self.is_committed(store, name)? {
-                bail!("source '{}': file {name} of batch {batch_id} is already committed; the batch cannot run again", self.name);
+                bail!(
+                    "source '{}': file {name} of batch {batch_id} is already committed; the batch cannot run again",
+                    self.name
+                );
             }
             let path = file_path(&self.path, name);
             if !path.is_file() {

@@ -30,7 +30,8 @@ pub(super) fn list_files(path: &Path, format: &FileFormat) -> Result<Vec<InputFi
         bail!("source path {} does not exist; create the directory or fix the source's path", path.display());
     }
     let mut files = Vec::new();
-    let entries = std::fs::read_dir(path).with_context(|| format!("cannot list source directory {}", path.display()))?;
+    let entries =
+        std::fs::read_dir(path).with_context(|| format!("cannot list source directory {}", path.display()))?;
     for entry in entries {
         let entry = entry.with_context(|| format!("cannot list source directory {}", path.display()))?;
         let file = entry.path();

@@ -88,8 +88,9 @@ impl RateSource {
         let Some(raw) = store.read(Cf::Meta, &self.key())? else {
             return Ok(None);
         };
-        let progress = serde_json::from_slice(&raw)
-            .with_context(|| format!("source '{}': the committed rate progress in the state store is corrupt", self.name))?;
+        let progress = serde_json::from_slice(&raw).with_context(|| {
+            format!("source '{}': the committed rate progress in the state store is corrupt", self.name)
+        })?;
         Ok(Some(progress))
     }
 

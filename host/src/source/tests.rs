@@ -171,7 +171,8 @@ fn reads_csv_with_a_header() {
     assert_eq!((amounts.value(0), amounts.is_null(1)), (5, true));
 }
 
-const MIXED: &str = "{\"user\":\"a\",\"amount\":1}\n{\"user\":\"b\",\"amount\":\"lots\"}\n{\"user\":\"c\",\"amount\":3}\n";
+const MIXED: &str =
+    "{\"user\":\"a\",\"amount\":1}\n{\"user\":\"b\",\"amount\":\"lots\"}\n{\"user\":\"c\",\"amount\":3}\n";
 
 #[test]
 fn fails_on_a_bad_record_naming_file_line_and_reason() {
@@ -225,8 +226,7 @@ fn dead_letters_bad_records_per_batch() {
     assert_eq!(users(&batch), ["a", "c", "d"]);
     assert_eq!(batch.bad_records, 2);
     let written = std::fs::read_to_string(letters.join("batch-00007.jsonl")).expect("dead letters");
-    let lines: Vec<serde_json::Value> =
-        written.lines().map(|line| serde_json::from_str(line).expect("json")).collect();
+    let lines: Vec<serde_json::Value> = written.lines().map(|line| serde_json::from_str(line).expect("json")).collect();
     assert_eq!(
         lines,
         [

@@ -42,7 +42,12 @@ pub fn stored_schema(store: &StateStore, operator: u16) -> Result<Option<Operato
 
 /// Checks `current` against what the checkpoint holds, and records it when it is new or
 /// a compatible change.
-pub fn check_and_record(store: &StateStore, operator: u16, current: &OperatorStateSchema, checkpoint: &Path) -> Result<()> {
+pub fn check_and_record(
+    store: &StateStore,
+    operator: u16,
+    current: &OperatorStateSchema,
+    checkpoint: &Path,
+) -> Result<()> {
     if let Some(stored) = stored_schema(store, operator)? {
         let changes = incompatible_changes(&stored, current);
         if !changes.is_empty() {
@@ -76,7 +81,12 @@ fn incompatible_changes(stored: &OperatorStateSchema, current: &OperatorStateSch
         match current.variables.iter().find(|now| now.name == before.name) {
             None => changes.push(format!("state variable '{}' ({}) is no longer declared", before.name, kind(before))),
             Some(now) if now.kind != before.kind => {
-                changes.push(format!("state variable '{}' changed kind from {} to {}", before.name, kind(before), kind(now)));
+                changes.push(format!(
+                    "state variable '{}' changed kind from {} to {}",
+                    before.name,
+                    kind(before),
+                    kind(now)
+                ));
             }
             Some(now) if now.ttl_us != before.ttl_us => changes.push(format!(
                 "state variable '{}' changed TTL from {} to {}",

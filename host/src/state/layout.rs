@@ -45,8 +45,11 @@ pub fn variable_key(key_prefix: &[u8], variable: &str) -> Vec<u8> {
     out
 }
 
-/// Splits a state-CF key into (operator, key group, grouping key, variable, rest).
-pub fn split_state_key(raw: &[u8]) -> Option<(u16, u16, &[u8], &str, &[u8])> {
+/// A state-CF key's parts: (operator, key group, grouping key, variable, rest).
+pub type StateKeyParts<'a> = (u16, u16, &'a [u8], &'a str, &'a [u8]);
+
+/// Splits a state-CF key into its parts.
+pub fn split_state_key(raw: &[u8]) -> Option<StateKeyParts<'_>> {
     let (operator, key_group, key, rest) = split_key_prefix(raw)?;
     let var_len = u16::from_be_bytes(rest.get(..2)?.try_into().ok()?) as usize;
     let variable = std::str::from_utf8(rest.get(2..2 + var_len)?).ok()?;

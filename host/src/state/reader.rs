@@ -170,7 +170,10 @@ impl StateReader {
     /// directory; a store directory itself is accepted too).
     pub fn open_checkpoint(checkpoint: &Path) -> Result<Self> {
         if !checkpoint.exists() {
-            bail!("checkpoint directory {} does not exist (pass the query's checkpoint directory)", checkpoint.display());
+            bail!(
+                "checkpoint directory {} does not exist (pass the query's checkpoint directory)",
+                checkpoint.display()
+            );
         }
         let store = checkpoint.join("state");
         if !store.join("CURRENT").exists() && checkpoint.join("CURRENT").exists() {
@@ -198,7 +201,8 @@ impl StateReader {
         match DB::open_cf_for_read_only(&options, path, &families, false) {
             Ok(db) => Ok(Self { db, path: path.to_path_buf(), _secondary: None }),
             Err(read_only) => {
-                let secondary = tempfile::tempdir().context("cannot create a directory for a secondary store instance")?;
+                let secondary =
+                    tempfile::tempdir().context("cannot create a directory for a secondary store instance")?;
                 let mut options = Options::default();
                 options.set_max_open_files(-1);
                 let db = DB::open_cf_as_secondary(&options, path, secondary.path(), &families).with_context(|| {
@@ -267,7 +271,12 @@ impl StateReader {
 
     /// Calls `f` with every state entry `filter` selects, in store order. Expired
     /// entries not yet evicted are included (flagged), relative to `now`.
-    pub fn for_each_entry(&self, filter: &EntryFilter, now: i64, mut f: impl FnMut(StateEntry) -> Result<()>) -> Result<()> {
+    pub fn for_each_entry(
+        &self,
+        filter: &EntryFilter,
+        now: i64,
+        mut f: impl FnMut(StateEntry) -> Result<()>,
+    ) -> Result<()> {
         let schema = self.schema(filter.operator)?.unwrap_or_default();
         let key_groups = match schema.key_groups {
             Some(groups) => Some(groups),
@@ -292,17 +301,17 @@ impl StateReader {
         };
         let operator_prefix = filter.operator.to_be_bytes();
         // With a known key-group count, a key's entries are one contiguous range.
-        if let (Some(wanted), Some(groups)) = (&filter.key, key_groups) {
-            if let Some(encoded) = encode_key(wanted) {
-                let prefix = layout::key_prefix(filter.operator, key::key_group(&encoded, groups), &encoded);
-                let mut found = false;
-                self.scan(CF_STATE, &prefix, |k, v| {
-                    found |= visit(k, v)?;
-                    Ok(())
-                })?;
-                if found {
-                    return Ok(());
-                }
+        if let (Some(wanted), Some(groups)) = (&filter.key, key_groups)
+            && let Some(encoded) = encode_key(wanted)
+        {
+            let prefix = layout::key_prefix(filter.operator, key::key_group(&encoded, groups), &encoded);
+            let mut found = false;
+            self.scan(CF_STATE, &prefix, |k, v| {
+                found |= visit(k, v)?;
+                Ok(())
+            })?;
+            if found {
+                return Ok(());
             }
         }
         self.scan(CF_STATE, &operator_prefix, |k, v| visit(k, v).map(drop))
@@ -312,12 +321,14 @@ impl StateReader {
     /// every state entry each batch wrote or deleted, in batch then key order.
     pub fn changes(&self, operator: u16, from: u64, to: u64) -> Result<Vec<StateChange>> {
         let schema = self.schema(operator)?.unwrap_or_default();
-        let kinds: BTreeMap<String, StateKind> = schema.variables.into_iter().map(|decl| (decl.name, decl.kind)).collect();
+        let kinds: BTreeMap<String, StateKind> =
+            schema.variables.into_iter().map(|decl| (decl.name, decl.kind)).collect();
         let mut changes = Vec::new();
         self.scan(super::store::CHANGELOG, &[], |raw_key, raw_value| {
             let (Some(batch), Some(state_key)) = (raw_key.get(..8), raw_key.get(8..)) else { return Ok(()) };
             let batch = u64::from_be_bytes(batch.try_into().unwrap_or_default());
-            let Some((entry_operator, key_group, key_bytes, variable, rest)) = layout::split_state_key(state_key) else {
+            let Some((entry_operator, key_group, key_bytes, variable, rest)) = layout::split_state_key(state_key)
+            else {
                 bail!("corrupt change-log key {} in {}", hex(raw_key), self.path.display());
             };
             if batch < from || batch > to || entry_operator != operator {
@@ -325,7 +336,10 @@ impl StateReader {
             }
             let deleted = raw_value.first() == Some(&1);
             let value = raw_value.get(1..).unwrap_or_default();
-            let kind = kinds.get(variable).copied().unwrap_or_else(|| if deleted { StateKind::Value } else { infer_kind(rest, value) });
+            let kind = kinds
+                .get(variable)
+                .copied()
+                .unwrap_or_else(|| if deleted { StateKind::Value } else { infer_kind(rest, value) });
             let mut entry = decode_entry(decode_key(key_bytes), key_group, variable, kind, rest, value, i64::MIN);
             if deleted {
                 entry.value = serde_json::Value::Null;
@@ -411,7 +425,14 @@ impl StateReader {
                     variables.push(VariableMetadata { name, kind, ttl_us: None, entries });
                 }
             }
-            out.push(OperatorMetadata { operator, key_columns, key_groups, keys: op.keys.len() as u64, timers: op.timers, variables });
+            out.push(OperatorMetadata {
+                operator,
+                key_columns,
+                key_groups,
+                keys: op.keys.len() as u64,
+                timers: op.timers,
+                variables,
+            });
         }
         Ok(StoreMetadata {
             state_store: self.path.display().to_string(),
@@ -446,7 +467,8 @@ fn decode_entry(
     raw: &[u8],
     now: i64,
 ) -> StateEntry {
-    let expiry_json = |expiry: i64| if expiry == NEVER { serde_json::Value::Null } else { format_micros_iso(expiry).into() };
+    let expiry_json =
+        |expiry: i64| if expiry == NEVER { serde_json::Value::Null } else { format_micros_iso(expiry).into() };
     let mut entry = StateEntry {
         key,
         key_group,
@@ -577,7 +599,6 @@ fn bytes_json(bytes: &[u8]) -> serde_json::Value {
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
-
 
 #[cfg(test)]
 #[path = "reader_tests.rs"]

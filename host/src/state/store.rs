@@ -151,7 +151,10 @@ impl StateStore {
     }
 
     fn int_property(&self, cf: Cf, property: &str) -> u64 {
-        self.db.cf_handle(cf.name()).and_then(|handle| self.db.property_int_value_cf(handle, property).ok().flatten()).unwrap_or(0)
+        self.db
+            .cf_handle(cf.name())
+            .and_then(|handle| self.db.property_int_value_cf(handle, property).ok().flatten())
+            .unwrap_or(0)
     }
 
     /// Writes one metadata entry durably, outside any batch.

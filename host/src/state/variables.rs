@@ -87,7 +87,11 @@ impl KeyScope {
     /// Writes a stamped entry, indexing it for eviction when it can expire.
     fn put_expiring(&self, txn: &mut StateTxn, decl: &VariableDecl, state_key: Vec<u8>, expiry: i64, raw: Vec<u8>) {
         if expiry != NEVER {
-            txn.put(Cf::TtlIndex, layout::ttl_index_key(self.operator, expiry, decl.kind as u8, &state_key), Vec::new());
+            txn.put(
+                Cf::TtlIndex,
+                layout::ttl_index_key(self.operator, expiry, decl.kind as u8, &state_key),
+                Vec::new(),
+            );
         }
         txn.put(Cf::State, state_key, raw);
     }

@@ -13,8 +13,8 @@ wasmtime::component::bindgen!({
 });
 
 pub use self::eddy::processor::types::{
-    Column, ColumnValues, DataType, ExpiredTimer, Field, InitContext, OutputMode, ProcessorSpec, RowBatch,
-    Scalar, StateDeclaration, StateKind, TimeMode, TimerValues, VarLen,
+    Column, ColumnValues, DataType, ExpiredTimer, Field, InitContext, OutputMode, ProcessorSpec, RowBatch, Scalar,
+    StateDeclaration, StateKind, TimeMode, TimerValues, VarLen,
 };
 
 /// The contract version this host implements.

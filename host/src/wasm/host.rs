@@ -68,14 +68,15 @@ impl HostState {
 
     fn open(&mut self, name: &str, kind: StateKind) -> wasmtime::Result<Arc<VariableDecl>> {
         let Some(declared) = &self.scope.declared else {
-            wasmtime::bail!("state variable '{name}' was opened during init; open state variables after init returns (the SDK does this lazily)");
+            wasmtime::bail!(
+                "state variable '{name}' was opened during init; open state variables after init returns (the SDK does this lazily)"
+            );
         };
         match declared.get(name) {
             Some(decl) if decl.kind == kind => Ok(decl.clone()),
-            Some(decl) => wasmtime::bail!(
-                "state variable '{name}' is declared as {:?} but was opened as {kind:?}",
-                decl.kind
-            ),
+            Some(decl) => {
+                wasmtime::bail!("state variable '{name}' is declared as {:?} but was opened as {kind:?}", decl.kind)
+            }
             None => {
                 let mut names: Vec<&str> = declared.keys().map(String::as_str).collect();
                 names.sort_unstable();

@@ -116,9 +116,10 @@ impl Module {
         store.limiter(|state| &mut state.memory);
         store.set_epoch_deadline(ticks(limits.call_timeout));
         store.epoch_deadline_trap();
-        let processor = self.pre.instantiate(&mut store).map_err(|error| {
-            anyhow::anyhow!("cannot instantiate module '{}': {error:#}", self.name)
-        })?;
+        let processor = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|error| anyhow::anyhow!("cannot instantiate module '{}': {error:#}", self.name))?;
         Ok(ProcessorInstance { store, processor, limits, poisoned: false })
     }
 }
@@ -170,18 +171,37 @@ impl ProcessorInstance {
     }
 
     /// Calls `handle-input-rows` for the current key.
-    pub fn handle_input_rows(&mut self, key: &[Scalar], rows: &RowBatch, time: TimerValues) -> Result<RowBatch, GuestError> {
+    pub fn handle_input_rows(
+        &mut self,
+        key: &[Scalar],
+        rows: &RowBatch,
+        time: TimerValues,
+    ) -> Result<RowBatch, GuestError> {
         self.call("handle-input-rows", |p, s| p.eddy_processor_handler().call_handle_input_rows(s, key, rows, time))
     }
 
     /// Calls `handle-expired-timer` for the current key.
-    pub fn handle_expired_timer(&mut self, key: &[Scalar], time: TimerValues, timer: ExpiredTimer) -> Result<RowBatch, GuestError> {
-        self.call("handle-expired-timer", |p, s| p.eddy_processor_handler().call_handle_expired_timer(s, key, time, timer))
+    pub fn handle_expired_timer(
+        &mut self,
+        key: &[Scalar],
+        time: TimerValues,
+        timer: ExpiredTimer,
+    ) -> Result<RowBatch, GuestError> {
+        self.call("handle-expired-timer", |p, s| {
+            p.eddy_processor_handler().call_handle_expired_timer(s, key, time, timer)
+        })
     }
 
     /// Calls `handle-initial-state` for the current key.
-    pub fn handle_initial_state(&mut self, key: &[Scalar], rows: &RowBatch, time: TimerValues) -> Result<(), GuestError> {
-        self.call("handle-initial-state", |p, s| p.eddy_processor_handler().call_handle_initial_state(s, key, rows, time))
+    pub fn handle_initial_state(
+        &mut self,
+        key: &[Scalar],
+        rows: &RowBatch,
+        time: TimerValues,
+    ) -> Result<(), GuestError> {
+        self.call("handle-initial-state", |p, s| {
+            p.eddy_processor_handler().call_handle_initial_state(s, key, rows, time)
+        })
     }
 
     /// Calls `close`.

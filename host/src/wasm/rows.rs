@@ -178,11 +178,13 @@ impl OutputRows {
         }
         let num_rows = rows.num_rows as usize;
         for (column, field) in rows.columns.iter().zip(fields) {
-            check_column(column, num_rows, field.is_nullable()).map_err(|problem| format!("output column '{}': {problem}", field.name()))?;
+            check_column(column, num_rows, field.is_nullable())
+                .map_err(|problem| format!("output column '{}': {problem}", field.name()))?;
         }
         for ((column, accumulated), field) in rows.columns.into_iter().zip(&mut self.columns).zip(fields) {
             let name = field.name();
-            append_values(&mut accumulated.values, column.values).map_err(|problem| format!("output column '{name}': {problem}"))?;
+            append_values(&mut accumulated.values, column.values)
+                .map_err(|problem| format!("output column '{name}': {problem}"))?;
             match (column.validity, &mut accumulated.validity) {
                 (Some(bits), validity) => {
                     let present = validity.get_or_insert_with(|| vec![true; self.num_rows]);
@@ -204,7 +206,10 @@ impl OutputRows {
         let mut arrays = Vec::with_capacity(self.columns.len());
         for (column, field) in self.columns.into_iter().zip(self.schema.fields()) {
             let nulls = column.validity.map(NullBuffer::from).filter(|nulls| nulls.null_count() > 0);
-            arrays.push(to_array(column.values, nulls, field.data_type()).map_err(|problem| format!("output column '{}': {problem}", field.name()))?);
+            arrays.push(
+                to_array(column.values, nulls, field.data_type())
+                    .map_err(|problem| format!("output column '{}': {problem}", field.name()))?,
+            );
         }
         RecordBatch::try_new(self.schema.clone(), arrays).map(Some).map_err(|error| error.to_string())
     }
@@ -245,7 +250,11 @@ fn check_column(column: &Column, num_rows: usize, nullable: bool) -> Result<(), 
     }
     if let Some(bits) = &column.validity {
         if bits.len() < num_rows.div_ceil(8) {
-            return Err(format!("validity bitmap has {} bytes, {num_rows} rows need {}", bits.len(), num_rows.div_ceil(8)));
+            return Err(format!(
+                "validity bitmap has {} bytes, {num_rows} rows need {}",
+                bits.len(),
+                num_rows.div_ceil(8)
+            ));
         }
         let has_null = (0..num_rows).any(|i| bits[i / 8] & (1 << (i % 8)) == 0);
         if has_null && !nullable {
@@ -290,7 +299,9 @@ fn append_values(into: &mut ColumnValues, values: ColumnValues) -> Result<(), St
 fn to_array(values: ColumnValues, nulls: Option<NullBuffer>, data_type: &ArrowType) -> Result<ArrayRef, String> {
     let offsets = |var_len: &VarLen| -> Result<OffsetBuffer<i32>, String> {
         let converted: Result<Vec<i32>, _> = var_len.offsets.iter().map(|&o| i32::try_from(o)).collect();
-        Ok(OffsetBuffer::new(ScalarBuffer::from(converted.map_err(|_| "more than 2 GiB of text in one batch".to_string())?)))
+        Ok(OffsetBuffer::new(ScalarBuffer::from(
+            converted.map_err(|_| "more than 2 GiB of text in one batch".to_string())?,
+        )))
     };
     Ok(match values {
         ColumnValues::Boolean(v) => Arc::new(BooleanArray::new(BooleanBuffer::from(v), nulls)),

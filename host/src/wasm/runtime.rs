@@ -54,7 +54,8 @@ impl WasmRuntime {
             .concurrency_support(false)
             .epoch_interruption(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&config).map_err(anyhow::Error::from).context("cannot start the WebAssembly engine")?;
+        let engine =
+            Engine::new(&config).map_err(anyhow::Error::from).context("cannot start the WebAssembly engine")?;
         start_epoch_ticker(&engine);
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(anyhow::Error::from)?;
@@ -86,8 +87,9 @@ impl WasmRuntime {
             .linker
             .instantiate_pre(&component)
             .map_err(|error| anyhow::anyhow!("module '{name}' cannot be linked against eddy's imports: {error:#}"))?;
-        let pre = ProcessorPre::new(instance_pre)
-            .map_err(|error| anyhow::anyhow!("module '{name}' does not export the eddy:processor handler: {error:#}"))?;
+        let pre = ProcessorPre::new(instance_pre).map_err(|error| {
+            anyhow::anyhow!("module '{name}' does not export the eddy:processor handler: {error:#}")
+        })?;
         Ok(Module { name, sha256, engine: self.engine.clone(), pre })
     }
 
@@ -123,7 +125,8 @@ impl WasmRuntime {
 /// Refuses a component built for another major version of the contract.
 fn check_contract_version(engine: &Engine, component: &Component, name: &str) -> Result<()> {
     let prefix = format!("{CONTRACT_PACKAGE}/");
-    let exports: Vec<String> = component.component_type().exports(engine).map(|(export, _)| export.to_string()).collect();
+    let exports: Vec<String> =
+        component.component_type().exports(engine).map(|(export, _)| export.to_string()).collect();
     let Some(found) = exports.iter().find_map(|export| export.strip_prefix(&prefix)) else {
         let names: Vec<&str> = exports.iter().map(String::as_str).collect();
         bail!(

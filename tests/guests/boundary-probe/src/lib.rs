@@ -15,16 +15,11 @@ struct Probe;
 
 impl Guest for Probe {
     fn consume_columnar(batch: RowBatch) -> i64 {
-        batch
-            .columns
-            .iter()
-            .fold(0i64, |sum, column| match &column.values {
-                ColumnValues::Int64(values) => values.iter().fold(sum, |s, v| s.wrapping_add(*v)),
-                ColumnValues::Float64(values) => {
-                    values.iter().fold(sum, |s, v| s.wrapping_add(*v as i64))
-                }
-                _ => sum,
-            })
+        batch.columns.iter().fold(0i64, |sum, column| match &column.values {
+            ColumnValues::Int64(values) => values.iter().fold(sum, |s, v| s.wrapping_add(*v)),
+            ColumnValues::Float64(values) => values.iter().fold(sum, |s, v| s.wrapping_add(*v as i64)),
+            _ => sum,
+        })
     }
 
     fn consume_rows(rows: Vec<Vec<Scalar>>) -> i64 {

@@ -15,30 +15,19 @@ use exports::eddy::processor::handler::{
 struct Future;
 
 fn empty() -> RowBatch {
-    RowBatch {
-        num_rows: 0,
-        columns: Vec::new(),
-    }
+    RowBatch { num_rows: 0, columns: Vec::new() }
 }
 
 impl Guest for Future {
     fn init(_: InitContext) -> Result<ProcessorSpec, String> {
-        Ok(ProcessorSpec {
-            state: Vec::new(),
-            output_schema: Vec::new(),
-            time_mode: TimeMode::None,
-        })
+        Ok(ProcessorSpec { state: Vec::new(), output_schema: Vec::new(), time_mode: TimeMode::None })
     }
 
     fn handle_input_rows(_: Vec<Scalar>, _: RowBatch, _: TimerValues) -> Result<RowBatch, String> {
         Ok(empty())
     }
 
-    fn handle_expired_timer(
-        _: Vec<Scalar>,
-        _: TimerValues,
-        _: ExpiredTimer,
-    ) -> Result<RowBatch, String> {
+    fn handle_expired_timer(_: Vec<Scalar>, _: TimerValues, _: ExpiredTimer) -> Result<RowBatch, String> {
         Ok(empty())
     }
 

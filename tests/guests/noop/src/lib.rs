@@ -2,8 +2,7 @@
 //! returns an empty batch from every call: the baseline of the boundary benchmark.
 
 use eddy_guest::{
-    ExpiredTimer, InitContext, Key, Output, Result, Rows, StatefulProcessor, TimerValues,
-    export_processor,
+    ExpiredTimer, InitContext, Key, Output, Result, Rows, StatefulProcessor, TimerValues, export_processor,
 };
 
 struct Noop;
@@ -13,23 +12,11 @@ impl StatefulProcessor for Noop {
         Ok(Noop)
     }
 
-    fn handle_input_rows(
-        &mut self,
-        _: &Key,
-        _: &Rows,
-        _: &TimerValues,
-        _: &mut Output,
-    ) -> Result<()> {
+    fn handle_input_rows(&mut self, _: &Key, _: &Rows, _: &TimerValues, _: &mut Output) -> Result<()> {
         Ok(())
     }
 
-    fn handle_expired_timer(
-        &mut self,
-        _: &Key,
-        _: &TimerValues,
-        _: &ExpiredTimer,
-        _: &mut Output,
-    ) -> Result<()> {
+    fn handle_expired_timer(&mut self, _: &Key, _: &TimerValues, _: &ExpiredTimer, _: &mut Output) -> Result<()> {
         Ok(())
     }
 

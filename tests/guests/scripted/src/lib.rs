@@ -53,8 +53,8 @@ use std::time::Duration;
 
 use eddy_guest::log::{Level, log};
 use eddy_guest::{
-    Error, ExpiredTimer, InitContext, Key, ListState, MapState, Output, Result, Row, Rows, Schema,
-    StatefulProcessor, TimeMode, TimerValues, Timers, Ttl, ValueState, bail, export_processor, row,
+    Error, ExpiredTimer, InitContext, Key, ListState, MapState, Output, Result, Row, Rows, Schema, StatefulProcessor,
+    TimeMode, TimerValues, Timers, Ttl, ValueState, bail, export_processor, row,
 };
 use serde::Deserialize;
 
@@ -97,12 +97,7 @@ struct Command<'a> {
 impl<'a> Command<'a> {
     fn parse(row: &Row<'a>) -> Result<Self> {
         let op = row.str_opt("op")?.ok_or_else(|| Error::msg("op is null"))?;
-        Ok(Command {
-            op,
-            name: row.str_opt("name")?,
-            k: row.str_opt("k")?,
-            v: row.str_opt("v")?,
-        })
+        Ok(Command { op, name: row.str_opt("name")?, k: row.str_opt("k")?, v: row.str_opt("v")? })
     }
 
     fn need(&self, field: &str, value: Option<&'a str>) -> Result<&'a str> {
@@ -123,16 +118,14 @@ impl<'a> Command<'a> {
 
     fn micros(&self) -> Result<i64> {
         let v = self.v()?;
-        v.parse()
-            .map_err(|_| Error::msg(format!("`{}` needs v = microseconds, got `{v}`", self.op)))
+        v.parse().map_err(|_| Error::msg(format!("`{}` needs v = microseconds, got `{v}`", self.op)))
     }
 
     /// v as a list: a JSON array of strings, or one string.
     fn list(&self) -> Result<Vec<String>> {
         let v = self.v()?;
         if v.trim_start().starts_with('[') {
-            serde_json::from_str(v)
-                .map_err(|e| Error::msg(format!("v is not a JSON array of strings: {e}")))
+            serde_json::from_str(v).map_err(|e| Error::msg(format!("v is not a JSON array of strings: {e}")))
         } else {
             Ok(vec![v.to_string()])
         }
@@ -144,11 +137,8 @@ fn json(value: impl serde::Serialize) -> Result<String> {
 }
 
 fn find<'s, T>(vars: &'s HashMap<String, T>, kind: &str, name: &str) -> Result<&'s T> {
-    vars.get(name).ok_or_else(|| {
-        Error::msg(format!(
-            "no {kind} state `{name}` is declared in the config's `state` list"
-        ))
-    })
+    vars.get(name)
+        .ok_or_else(|| Error::msg(format!("no {kind} state `{name}` is declared in the config's `state` list")))
 }
 
 impl Scripted {
@@ -156,32 +146,20 @@ impl Scripted {
         let null = || Ok("null".to_string());
         match cmd.op {
             "value.get" => json(find(&self.values, "value", cmd.name()?)?.get()?),
-            "value.set" => find(&self.values, "value", cmd.name()?)?
-                .update(&cmd.v()?.to_string())
-                .and_then(|_| null()),
+            "value.set" => find(&self.values, "value", cmd.name()?)?.update(&cmd.v()?.to_string()).and_then(|_| null()),
             "value.exists" => json(find(&self.values, "value", cmd.name()?)?.exists()?),
-            "value.clear" => find(&self.values, "value", cmd.name()?)?
-                .clear()
-                .and_then(|_| null()),
+            "value.clear" => find(&self.values, "value", cmd.name()?)?.clear().and_then(|_| null()),
             "list.get" => json(find(&self.lists, "list", cmd.name()?)?.get()?),
-            "list.append" => find(&self.lists, "list", cmd.name()?)?
-                .append_list(&cmd.list()?)
-                .and_then(|_| null()),
-            "list.put" => find(&self.lists, "list", cmd.name()?)?
-                .put(&cmd.list()?)
-                .and_then(|_| null()),
+            "list.append" => find(&self.lists, "list", cmd.name()?)?.append_list(&cmd.list()?).and_then(|_| null()),
+            "list.put" => find(&self.lists, "list", cmd.name()?)?.put(&cmd.list()?).and_then(|_| null()),
             "list.exists" => json(find(&self.lists, "list", cmd.name()?)?.exists()?),
-            "list.clear" => find(&self.lists, "list", cmd.name()?)?
-                .clear()
-                .and_then(|_| null()),
+            "list.clear" => find(&self.lists, "list", cmd.name()?)?.clear().and_then(|_| null()),
             "map.get" => json(find(&self.maps, "map", cmd.name()?)?.get(&cmd.k()?)?),
-            "map.put" => find(&self.maps, "map", cmd.name()?)?
-                .update(&cmd.k()?, &cmd.v()?.to_string())
-                .and_then(|_| null()),
+            "map.put" => {
+                find(&self.maps, "map", cmd.name()?)?.update(&cmd.k()?, &cmd.v()?.to_string()).and_then(|_| null())
+            }
             "map.contains" => json(find(&self.maps, "map", cmd.name()?)?.contains(&cmd.k()?)?),
-            "map.remove" => find(&self.maps, "map", cmd.name()?)?
-                .remove(&cmd.k()?)
-                .and_then(|_| null()),
+            "map.remove" => find(&self.maps, "map", cmd.name()?)?.remove(&cmd.k()?).and_then(|_| null()),
             "map.keys" => json(find(&self.maps, "map", cmd.name()?)?.keys()?),
             "map.values" => json(find(&self.maps, "map", cmd.name()?)?.values()?),
             "map.entries" => {
@@ -193,9 +171,7 @@ impl Scripted {
                 Ok(format!("{{{}}}", entries?.join(",")))
             }
             "map.exists" => json(find(&self.maps, "map", cmd.name()?)?.exists()?),
-            "map.clear" => find(&self.maps, "map", cmd.name()?)?
-                .clear()
-                .and_then(|_| null()),
+            "map.clear" => find(&self.maps, "map", cmd.name()?)?.clear().and_then(|_| null()),
             "timer.register" => self.timers.register(cmd.micros()?).and_then(|_| null()),
             "timer.delete" => self.timers.delete(cmd.micros()?).and_then(|_| null()),
             "timer.list" => json(self.timers.list()?),
@@ -237,9 +213,7 @@ impl Scripted {
     fn run_rows(&self, rows: &Rows, mut output: Option<&mut Output>) -> Result<()> {
         for row in rows.iter() {
             let cmd = Command::parse(&row)?;
-            let result = self
-                .run(&cmd)
-                .map_err(|e| e.context(format!("row {} ({})", row.index(), cmd.op)))?;
+            let result = self.run(&cmd).map_err(|e| e.context(format!("row {} ({})", row.index(), cmd.op)))?;
             if let Some(output) = output.as_deref_mut() {
                 output.append_row(&row![cmd.op, result.as_str()])?;
             }
@@ -286,48 +260,21 @@ impl StatefulProcessor for Scripted {
         let schema = Schema::parse("op STRING, name STRING, k STRING, v STRING")?;
         ctx.set_initial_state_schema(schema);
         ctx.set_output_schema(Schema::parse("op STRING, result STRING")?);
-        let mut scripted = Scripted {
-            values: HashMap::new(),
-            lists: HashMap::new(),
-            maps: HashMap::new(),
-            timers: ctx.timers(),
-        };
+        let mut scripted =
+            Scripted { values: HashMap::new(), lists: HashMap::new(), maps: HashMap::new(), timers: ctx.timers() };
         for decl in config.state {
-            let ttl = decl
-                .ttl_ms
-                .map_or(Ttl::NONE, |ms| Ttl::after(Duration::from_millis(ms)));
+            let ttl = decl.ttl_ms.map_or(Ttl::NONE, |ms| Ttl::after(Duration::from_millis(ms)));
             match decl.kind.as_str() {
-                "value" => drop(
-                    scripted
-                        .values
-                        .insert(decl.name.clone(), ctx.value_state(&decl.name, ttl)?),
-                ),
-                "list" => drop(
-                    scripted
-                        .lists
-                        .insert(decl.name.clone(), ctx.list_state(&decl.name, ttl)?),
-                ),
-                "map" => drop(
-                    scripted
-                        .maps
-                        .insert(decl.name.clone(), ctx.map_state(&decl.name, ttl)?),
-                ),
-                other => bail!(
-                    "state `{}` has unknown kind `{other}`; use value, list or map",
-                    decl.name
-                ),
+                "value" => drop(scripted.values.insert(decl.name.clone(), ctx.value_state(&decl.name, ttl)?)),
+                "list" => drop(scripted.lists.insert(decl.name.clone(), ctx.list_state(&decl.name, ttl)?)),
+                "map" => drop(scripted.maps.insert(decl.name.clone(), ctx.map_state(&decl.name, ttl)?)),
+                other => bail!("state `{}` has unknown kind `{other}`; use value, list or map", decl.name),
             }
         }
         Ok(scripted)
     }
 
-    fn handle_input_rows(
-        &mut self,
-        _: &Key,
-        rows: &Rows,
-        _: &TimerValues,
-        output: &mut Output,
-    ) -> Result<()> {
+    fn handle_input_rows(&mut self, _: &Key, rows: &Rows, _: &TimerValues, output: &mut Output) -> Result<()> {
         self.run_rows(rows, Some(output))
     }
 

@@ -212,3 +212,30 @@ fn a_due_processing_time_timer_runs_a_batch_without_input() {
     let reminder = std::fs::read_to_string(dir.path().join("out/part-00001.jsonl")).expect("part");
     assert!(reminder.contains("\"event\":\"REMINDER\""), "{reminder}");
 }
+
+#[test]
+fn the_checkpoint_keeps_only_the_retained_batches() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    purchases(dir.path(), 6);
+    let spec = format!(
+        "min-batches-to-retain = 2\nsnapshot-interval = 2\n{}",
+        running_count_spec("[trigger]\navailable-now = true", "max-files-per-trigger = 1")
+    );
+    let (summary, _) = run(dir.path(), &spec, RunOptions::default());
+    assert_eq!(summary.batches, 6);
+    let names = |sub: &str| {
+        let mut names: Vec<String> = std::fs::read_dir(dir.path().join("checkpoint").join(sub))
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|name| !name.starts_with('.'))
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names("offsets"), ["4", "5"]);
+    assert_eq!(names("commits"), ["4", "5"]);
+    assert_eq!(names("progress"), ["4.json", "5.json"]);
+    assert_eq!(names("snapshots"), ["4"], "the newest snapshot at or before the oldest retained batch");
+    let metadata = std::fs::read_to_string(dir.path().join("checkpoint/metadata")).expect("metadata");
+    assert!(metadata.contains("\"keyGroups\": 128"), "{metadata}");
+}

@@ -51,6 +51,10 @@ pub struct ReadArgs {
     /// from the change log: batch, key, variable, `update` or `delete`, value.
     #[arg(long, value_name = "FROM..TO", conflicts_with = "timers")]
     pub changes: Option<String>,
+    /// Reads the state as it was when this batch committed (from a snapshot and the
+    /// change log; only batches the checkpoint retains).
+    #[arg(long, value_name = "N", conflicts_with_all = ["timers", "changes"])]
+    pub batch: Option<u64>,
     /// Prints the timers instead of the state variables.
     #[arg(long)]
     pub timers: bool,
@@ -87,10 +91,16 @@ pub fn print_state(args: &StateArgs, out: &mut impl Write) -> Result<()> {
                 }
             } else {
                 let filter = EntryFilter { operator: read.operator, variable: read.var.clone(), key };
-                reader.for_each_entry(&filter, now_micros(), |entry| {
+                let print = |entry: crate::state::StateEntry| -> Result<()> {
                     writeln!(out, "{}", serde_json::to_string(&entry)?)?;
                     Ok(())
-                })?;
+                };
+                match read.batch {
+                    Some(batch) => {
+                        reader.for_each_entry_as_of(&read.checkpoint, batch, &filter, now_micros(), print)?
+                    }
+                    None => reader.for_each_entry(&filter, now_micros(), print)?,
+                }
             }
         }
     }

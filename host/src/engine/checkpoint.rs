@@ -89,6 +89,47 @@ impl Metadata {
     }
 }
 
+/// The state snapshots of a checkpoint (`snapshots/<N>`: the store as of batch N).
+pub struct Snapshots {
+    dir: PathBuf,
+}
+
+impl Snapshots {
+    /// The snapshots under `checkpoint`.
+    pub fn new(checkpoint: &Path) -> Self {
+        Self { dir: checkpoint.join("snapshots") }
+    }
+
+    /// Where batch N's snapshot goes.
+    pub fn path_of(&self, batch_id: u64) -> PathBuf {
+        self.dir.join(batch_id.to_string())
+    }
+
+    /// The batch ids that have a snapshot, oldest first.
+    pub fn ids(&self) -> Result<Vec<u64>> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return Ok(Vec::new()) };
+        let mut ids: Vec<u64> = entries
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str().and_then(|name| name.parse().ok()))
+            .collect();
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    /// Deletes the snapshots no retained batch needs: those older than the newest
+    /// snapshot at or before `oldest_kept`, which is returned (the change log must be
+    /// kept from the batch after it).
+    pub fn retain_from(&self, oldest_kept: u64) -> Result<Option<u64>> {
+        let ids = self.ids()?;
+        let base = ids.iter().copied().filter(|id| *id <= oldest_kept).max();
+        for id in ids.into_iter().filter(|id| base.is_some_and(|base| *id < base)) {
+            let path = self.path_of(id);
+            std::fs::remove_dir_all(&path).with_context(|| format!("cannot delete snapshot {}", path.display()))?;
+        }
+        Ok(base)
+    }
+}
+
 /// The `offsets/` and `commits/` logs of a checkpoint.
 pub struct BatchLog {
     offsets: PathBuf,

@@ -8,7 +8,7 @@ mod report;
 mod run;
 mod watermark;
 
-pub use checkpoint::{BatchLog, Metadata, OffsetsRecord};
+pub use checkpoint::{BatchLog, Metadata, OffsetsRecord, Snapshots};
 pub use metrics::{BatchMetrics, EventTimeStats, SourceMetrics};
 pub use query::{Query, operator_id};
 pub use run::{RunOptions, RunSummary, open_query, run_pipeline};

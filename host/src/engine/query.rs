@@ -13,7 +13,7 @@ use arrow::array::{Array, BooleanArray, RecordBatch, TimestampMicrosecondArray};
 use arrow::compute::{concat_batches, filter_record_batch};
 use arrow::datatypes::SchemaRef;
 
-use super::checkpoint::BatchLog;
+use super::checkpoint::{BatchLog, Snapshots};
 use super::metrics::{BatchMetrics, EventTimeStats, SourceMetrics};
 use super::watermark::WatermarkTracker;
 use crate::operator::{BatchTime, ShardedOperator};
@@ -43,6 +43,7 @@ pub struct Query {
     initial_state: Option<RecordBatch>,
     next_batch: u64,
     log: BatchLog,
+    snapshots: Snapshots,
     retain_batches: u64,
 }
 
@@ -79,6 +80,7 @@ impl Query {
         let next_batch = committed.map_or(0, |id| id + 1);
         let initial_state = if next_batch == 0 { initial_state } else { None };
         let retain_batches = pipeline.min_batches_to_retain;
+        let snapshots = Snapshots::new(checkpoint);
         Ok(Self {
             pipeline,
             store,
@@ -90,6 +92,7 @@ impl Query {
             initial_state,
             next_batch,
             log,
+            snapshots,
             retain_batches,
         })
     }
@@ -260,7 +263,15 @@ impl Query {
         self.store.commit_all(txns, batch_id)?;
         self.log.write_commit(batch_id, next_watermark.current())?;
         self.log.retain_last(batch_id, self.retain_batches)?;
-        self.store.prune_changelog((batch_id + 1).saturating_sub(self.retain_batches))?;
+        if batch_id % self.pipeline.snapshot_interval == 0 {
+            self.store.snapshot(&self.snapshots.path_of(batch_id))?;
+        }
+        // Keep the change log of every retained batch, and from the oldest snapshot still
+        // needed, so every retained batch can be rebuilt from a snapshot and the changes
+        // after it.
+        let oldest_kept = (batch_id + 1).saturating_sub(self.retain_batches);
+        let base = self.snapshots.retain_from(oldest_kept)?;
+        self.store.prune_changelog(base.map_or(oldest_kept, |base| (base + 1).min(oldest_kept)))?;
         metrics.commit_ms = commit_started.elapsed().as_millis() as u64;
         self.watermark = next_watermark;
         self.initial_state = None;

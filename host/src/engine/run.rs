@@ -182,6 +182,7 @@ pub fn run_pipeline(
             summary.rows_dropped_by_watermark += metrics.rows_dropped_by_watermark;
             let record = reporter.record(pipeline, metrics);
             progress_log.append(&record)?;
+            progress_log.retain_last(pipeline.min_batches_to_retain as usize)?;
             if let (Some((bar, total)), Some(left)) = (bar.as_mut(), query.files_left()?) {
                 bar.set(total.saturating_sub(left));
             }

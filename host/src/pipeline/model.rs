@@ -29,6 +29,8 @@ pub struct Pipeline {
     pub trigger: TriggerSpec,
     /// How many batches' offsets, commits and progress records the checkpoint keeps.
     pub min_batches_to_retain: u64,
+    /// A state snapshot is taken every this many batches.
+    pub snapshot_interval: u64,
 }
 
 /// One input.

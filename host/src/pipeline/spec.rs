@@ -21,6 +21,7 @@ struct RawPipeline {
     checkpoint: Option<Spanned<String>>,
     watermark_policy: Option<Spanned<String>>,
     min_batches_to_retain: Option<Spanned<u64>>,
+    snapshot_interval: Option<Spanned<u64>>,
     source: Spanned<Vec<RawSource>>,
     operator: RawOperator,
     sink: Option<RawSink>,
@@ -168,6 +169,13 @@ impl Pipeline {
             Some(n) => *n.get_ref(),
             None => 100,
         };
+        let snapshot_interval = match &raw.snapshot_interval {
+            Some(n) if *n.get_ref() == 0 => {
+                return Err(at.at(n, "snapshot-interval", "expected a positive number of batches"));
+            }
+            Some(n) => *n.get_ref(),
+            None => 10,
+        };
         let operator = operator_spec(&at, base, &raw.operator, &sources[0])?;
         let sink = sink_spec(&at, base, raw.sink.as_ref())?;
         let trigger = trigger_spec(&at, raw.trigger.as_ref())?;
@@ -185,6 +193,7 @@ impl Pipeline {
             sink,
             trigger,
             min_batches_to_retain,
+            snapshot_interval,
         })
     }
 }

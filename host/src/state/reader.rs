@@ -285,19 +285,10 @@ impl StateReader {
         let kinds: BTreeMap<String, StateKind> =
             schema.variables.into_iter().map(|decl| (decl.name, decl.kind)).collect();
         let mut visit = |raw_key: &[u8], raw_value: &[u8]| -> Result<bool> {
-            let Some((_, key_group, key_bytes, variable, rest)) = layout::split_state_key(raw_key) else {
-                bail!("corrupt state key {} in {}", hex(raw_key), self.path.display());
-            };
-            if filter.variable.as_deref().is_some_and(|wanted| wanted != variable) {
-                return Ok(false);
+            match self.entry_of(&kinds, filter, raw_key, raw_value, now)? {
+                Some(entry) => f(entry).map(|()| true),
+                None => Ok(false),
             }
-            let key_json = decode_key(key_bytes);
-            if filter.key.as_ref().is_some_and(|wanted| *wanted != key_json) {
-                return Ok(false);
-            }
-            let kind = kinds.get(variable).copied().unwrap_or_else(|| infer_kind(rest, raw_value));
-            f(decode_entry(key_json, key_group, variable, kind, rest, raw_value, now))?;
-            Ok(true)
         };
         let operator_prefix = filter.operator.to_be_bytes();
         // With a known key-group count, a key's entries are one contiguous range.
@@ -349,6 +340,85 @@ impl StateReader {
             Ok(())
         })?;
         Ok(changes)
+    }
+
+    /// Decodes one state-CF entry if `filter` selects it.
+    fn entry_of(
+        &self,
+        kinds: &BTreeMap<String, StateKind>,
+        filter: &EntryFilter,
+        raw_key: &[u8],
+        raw_value: &[u8],
+        now: i64,
+    ) -> Result<Option<StateEntry>> {
+        let Some((operator, key_group, key_bytes, variable, rest)) = layout::split_state_key(raw_key) else {
+            bail!("corrupt state key {} in {}", hex(raw_key), self.path.display());
+        };
+        if operator != filter.operator || filter.variable.as_deref().is_some_and(|wanted| wanted != variable) {
+            return Ok(None);
+        }
+        let key_json = decode_key(key_bytes);
+        if filter.key.as_ref().is_some_and(|wanted| *wanted != key_json) {
+            return Ok(None);
+        }
+        let kind = kinds.get(variable).copied().unwrap_or_else(|| infer_kind(rest, raw_value));
+        Ok(Some(decode_entry(key_json, key_group, variable, kind, rest, raw_value, now)))
+    }
+
+    /// Calls `f` with every entry `filter` selects as the state was when batch
+    /// `batch` committed: the newest snapshot of `checkpoint` at or before it, with the
+    /// change log of the later batches applied. `self` is the live store.
+    pub fn for_each_entry_as_of(
+        &self,
+        checkpoint: &Path,
+        batch: u64,
+        filter: &EntryFilter,
+        now: i64,
+        mut f: impl FnMut(StateEntry) -> Result<()>,
+    ) -> Result<()> {
+        let committed = self.committed_batch()?;
+        if committed == Some(batch) {
+            return self.for_each_entry(filter, now, f);
+        }
+        if committed.is_none_or(|last| batch > last) {
+            bail!("batch {batch} is not committed (last committed: {committed:?})");
+        }
+        let snapshots = checkpoint.join("snapshots");
+        let mut ids: Vec<u64> = std::fs::read_dir(&snapshots)
+            .map(|entries| entries.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+            .unwrap_or_default();
+        ids.sort_unstable();
+        let Some(base) = ids.iter().copied().filter(|id| *id <= batch).max() else {
+            bail!(
+                "no snapshot at or before batch {batch} in {} (snapshots: {ids:?}); only batches the checkpoint retains can be read",
+                snapshots.display()
+            );
+        };
+        let mut state: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        StateReader::open(&snapshots.join(base.to_string()))?.scan(CF_STATE, &[], |k, v| {
+            state.insert(k.to_vec(), v.to_vec());
+            Ok(())
+        })?;
+        self.scan(super::store::CHANGELOG, &[], |raw_key, raw_value| {
+            let changed_in = raw_key.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes);
+            if changed_in.is_some_and(|changed| changed > base && changed <= batch) {
+                let state_key = raw_key[8..].to_vec();
+                match raw_value.split_first() {
+                    Some((0, value)) => state.insert(state_key, value.to_vec()),
+                    _ => state.remove(&state_key),
+                };
+            }
+            Ok(())
+        })?;
+        let schema = self.schema(filter.operator)?.unwrap_or_default();
+        let kinds: BTreeMap<String, StateKind> =
+            schema.variables.into_iter().map(|decl| (decl.name, decl.kind)).collect();
+        for (raw_key, raw_value) in &state {
+            if let Some(entry) = self.entry_of(&kinds, filter, raw_key, raw_value, now)? {
+                f(entry)?;
+            }
+        }
+        Ok(())
     }
 
     /// Every state entry `filter` selects.

@@ -125,6 +125,24 @@ impl StateStore {
         Ok(raw.and_then(|bytes| Some(u64::from_be_bytes(bytes.as_slice().try_into().ok()?))))
     }
 
+    /// Writes a consistent copy of the store into `dir` (a RocksDB checkpoint: hard
+    /// links to its files), published by a rename so a half-made snapshot is never seen.
+    pub fn snapshot(&self, dir: &Path) -> Result<()> {
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let temporary = dir.with_file_name(format!(".{name}.tmp"));
+        if temporary.exists() {
+            std::fs::remove_dir_all(&temporary)?;
+        }
+        if let Some(parent) = dir.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        rocksdb::checkpoint::Checkpoint::new(&self.db)?
+            .create_checkpoint(&temporary)
+            .with_context(|| format!("cannot snapshot the state store into {}", temporary.display()))?;
+        std::fs::rename(&temporary, dir).with_context(|| format!("cannot publish the snapshot {}", dir.display()))?;
+        Ok(())
+    }
+
     /// Deletes the change log of every batch before `batch_id`.
     pub fn prune_changelog(&self, batch_id: u64) -> Result<()> {
         let cf = self.cf_handle(CHANGELOG)?;

@@ -226,3 +226,37 @@ fn a_new_query_starts_from_its_initial_state_once() {
         "the seed is applied only once"
     );
 }
+
+#[test]
+fn a_batch_planned_before_a_crash_is_replayed_exactly_and_marked() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let wasm = repo_root().join("build/wasm/running_count.wasm");
+    let spec = write_spec(
+        dir.path(),
+        &valid_spec(wasm.to_str().expect("path")).replace("[[source]]\n", "[[source]]\nmax-files-per-trigger = 1\n"),
+    );
+    let checkpoint = dir.path().join("checkpoint");
+    let cp = checkpoint.to_str().expect("path");
+    std::fs::write(dir.path().join("input/a.jsonl"), "{\"user\":\"u1\",\"amount\":5}\n").expect("file");
+    stdout(&eddy(&["run", &spec, "--checkpoint", cp]));
+    // A crash after batch 1 was planned (offsets/1) and printed (the sink's manifest),
+    // before its state was committed; another file has arrived since.
+    std::fs::write(dir.path().join("input/b.jsonl"), "{\"user\":\"u1\",\"amount\":7}\n").expect("file");
+    std::fs::write(dir.path().join("input/c.jsonl"), "{\"user\":\"u1\",\"amount\":100}\n").expect("file");
+    let offsets = serde_json::json!({"version": 1, "batchId": 1, "batchTimestampUs": 1_700_000_000_000_000i64,
+        "watermarkUs": null, "endOffsets": [{"filesCommitted": 2, "files": ["b.jsonl"]}]});
+    std::fs::write(checkpoint.join("offsets/1"), offsets.to_string()).expect("offsets");
+    std::fs::create_dir_all(checkpoint.join("sinks/0")).expect("sinks");
+    std::fs::write(checkpoint.join("sinks/0/1"), "{}").expect("manifest");
+    let printed = stdout(&eddy(&["run", &spec, "--checkpoint", cp]));
+    // Batch 1 read exactly b.jsonl (not c.jsonl), is marked as a replay, and batch 2
+    // then read c.jsonl.
+    let squeeze = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let (replayed, next) = printed.split_once("Batch: 2").expect("a batch 2");
+    let replayed =
+        squeeze(replayed.split_once("Batch: 1 (replayed after a restart; shown before)").expect("replay header").1);
+    assert!(replayed.contains("| u1 | 2 | 12 |"), "{printed}");
+    assert!(squeeze(next).contains("| u1 | 3 | 112 |"), "{printed}");
+    let text = stdout(&eddy(&["state", "read", cp, "--changes", "1"]));
+    assert!(text.contains("\"batch\":1"), "{text}");
+}

@@ -134,12 +134,17 @@ impl Snapshots {
 pub struct BatchLog {
     offsets: PathBuf,
     commits: PathBuf,
+    sink: PathBuf,
 }
 
 impl BatchLog {
     /// The logs under `checkpoint`.
     pub fn new(checkpoint: &Path) -> Self {
-        Self { offsets: checkpoint.join("offsets"), commits: checkpoint.join("commits") }
+        Self {
+            offsets: checkpoint.join("offsets"),
+            commits: checkpoint.join("commits"),
+            sink: checkpoint.join("sinks/0"),
+        }
     }
 
     /// Records batch N's plan before it runs.
@@ -179,10 +184,21 @@ impl BatchLog {
         write_atomic(&self.commits.join(batch_id.to_string()), format!("{text:#}\n").as_bytes())
     }
 
+    /// Records that the sink published batch N (`sinks/0/<N>`).
+    pub fn write_sink_manifest(&self, batch_id: u64, sink: &str, rows: u64) -> Result<()> {
+        let text = serde_json::json!({"version": VERSION, "batchId": batch_id, "sink": sink, "numOutputRows": rows});
+        write_atomic(&self.sink.join(batch_id.to_string()), format!("{text:#}\n").as_bytes())
+    }
+
+    /// Whether the sink already published batch N.
+    pub fn sink_has(&self, batch_id: u64) -> bool {
+        self.sink.join(batch_id.to_string()).exists()
+    }
+
     /// Deletes the records of batches older than the newest `keep`.
     pub fn retain_last(&self, newest: u64, keep: u64) -> Result<()> {
         let oldest_kept = newest.saturating_add(1).saturating_sub(keep);
-        for dir in [&self.offsets, &self.commits] {
+        for dir in [&self.offsets, &self.commits, &self.sink] {
             let Ok(entries) = std::fs::read_dir(dir) else { continue };
             for entry in entries.flatten() {
                 let old = entry

@@ -246,7 +246,12 @@ impl Query {
         metrics.output_rows = output.rows.iter().map(|b| b.num_rows() as u64).sum();
 
         let sink_started = Instant::now();
-        self.sink.write_batch(batch_id, self.operator.output_schema(), &output.rows)?;
+        if self.log.sink_has(batch_id) {
+            self.sink.replay_batch(batch_id, self.operator.output_schema(), &output.rows)?;
+        } else {
+            self.sink.write_batch(batch_id, self.operator.output_schema(), &output.rows)?;
+            self.log.write_sink_manifest(batch_id, &self.sink.description(), metrics.output_rows)?;
+        }
         metrics.sink_ms = sink_started.elapsed().as_millis() as u64;
 
         next_watermark.advance();

@@ -41,12 +41,11 @@ impl<W: Write> ConsoleSink<W> {
     pub fn into_inner(self) -> W {
         self.out
     }
-}
 
-impl<W: Write> Sink for ConsoleSink<W> {
-    fn write_batch(&mut self, batch_id: u64, schema: &SchemaRef, rows: &[RecordBatch]) -> Result<()> {
+    /// Prints one batch's table under the header `Batch: <label>`.
+    fn print(&mut self, label: &str, schema: &SchemaRef, rows: &[RecordBatch]) -> Result<()> {
         let rule = "-".repeat(43);
-        writeln!(self.out, "{rule}\nBatch: {batch_id}\n{rule}")?;
+        writeln!(self.out, "{rule}\nBatch: {label}\n{rule}")?;
         let total: usize = rows.iter().map(RecordBatch::num_rows).sum();
         let shown = first_rows(rows, self.num_rows);
         let table = if self.truncate {
@@ -63,6 +62,16 @@ impl<W: Write> Sink for ConsoleSink<W> {
         writeln!(self.out)?;
         self.out.flush()?;
         Ok(())
+    }
+}
+
+impl<W: Write> Sink for ConsoleSink<W> {
+    fn write_batch(&mut self, batch_id: u64, schema: &SchemaRef, rows: &[RecordBatch]) -> Result<()> {
+        self.print(&batch_id.to_string(), schema, rows)
+    }
+
+    fn replay_batch(&mut self, batch_id: u64, schema: &SchemaRef, rows: &[RecordBatch]) -> Result<()> {
+        self.print(&format!("{batch_id} (replayed after a restart; shown before)"), schema, rows)
     }
 
     fn description(&self) -> String {

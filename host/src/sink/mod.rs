@@ -22,6 +22,14 @@ pub trait Sink {
     /// batch id again (a replayed batch) replaces what the first write left.
     fn write_batch(&mut self, batch_id: u64, schema: &SchemaRef, rows: &[RecordBatch]) -> Result<()>;
 
+    /// Batch `batch_id` was re-run after a crash although the sink's manifest says it
+    /// was already published: file sinks keep what they have (the default); the
+    /// console shows it again, marked as a replay.
+    fn replay_batch(&mut self, batch_id: u64, schema: &SchemaRef, rows: &[RecordBatch]) -> Result<()> {
+        let _ = (batch_id, schema, rows);
+        Ok(())
+    }
+
     /// How progress names this sink, e.g. `FileSink[/out]` or `ConsoleSink`.
     fn description(&self) -> String;
 }

@@ -2,6 +2,7 @@
 //! timers that processors use.
 
 mod compatibility;
+mod entry_json;
 pub mod layout;
 mod store;
 mod ttl;

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::state::{KeyScope, StateStore};
+use crate::wasm::Scalar;
 
 fn cbor<T: Serialize>(value: &T) -> Vec<u8> {
     let mut out = Vec::new();

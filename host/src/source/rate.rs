@@ -236,13 +236,7 @@ mod tests {
         }
     }
 
-    fn commit(store: &StateStore, batch: &SourceBatch, batch_id: u64) {
-        let mut txn = store.begin();
-        for (key, value) in &batch.commit {
-            txn.put(Cf::Meta, key.clone(), value.clone());
-        }
-        store.commit(txn, batch_id).expect("commit");
-    }
+    use crate::source::tests::commit;
 
     #[test]
     fn rows_are_deterministic_and_continue_after_a_commit() {

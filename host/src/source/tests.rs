@@ -48,7 +48,8 @@ fn users(batch: &SourceBatch) -> Vec<String> {
     array.iter().map(|user| user.unwrap_or("<null>").to_string()).collect()
 }
 
-fn commit(store: &StateStore, batch: &SourceBatch, batch_id: u64) {
+/// Commits what `batch` consumed, as the engine does.
+pub(super) fn commit(store: &StateStore, batch: &SourceBatch, batch_id: u64) {
     let mut txn = store.begin();
     for (key, value) in &batch.commit {
         txn.put(Cf::Meta, key.clone(), value.clone());

@@ -236,7 +236,7 @@ fn the_checkpoint_keeps_only_the_retained_batches() {
     assert_eq!(names("commits"), ["4", "5"]);
     assert_eq!(names("sinks/0"), ["4", "5"], "sink manifests");
     assert_eq!(names("progress"), ["4.json", "5.json"]);
-    assert_eq!(names("snapshots"), ["4"], "the newest snapshot at or before the oldest retained batch");
+    assert_eq!(names("state/snapshots"), ["4"], "the newest snapshot at or before the oldest retained batch");
     let metadata = std::fs::read_to_string(dir.path().join("checkpoint/metadata")).expect("metadata");
     assert!(metadata.contains("\"keyGroups\": 128"), "{metadata}");
 }

@@ -131,7 +131,7 @@ fn a_past_batch_is_rebuilt_from_a_snapshot_and_the_change_log() {
     let checkpoint = dir.path().join("checkpoint");
     let cp = checkpoint.to_str().expect("path");
     eddy(&["run", dir.path().join("pipeline.toml").to_str().expect("path"), "--checkpoint", cp]);
-    assert!(checkpoint.join("snapshots/0").is_dir() && checkpoint.join("snapshots/3").is_dir());
+    assert!(checkpoint.join("state/snapshots/0").is_dir() && checkpoint.join("state/snapshots/3").is_dir());
     for batch in 0..5 {
         let read = eddy(&["state", "read", cp, "--var", "v", "--batch", &batch.to_string()]);
         assert_eq!(read[0]["value"], json!(format!("v{batch}")), "batch {batch}");

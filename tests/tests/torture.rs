@@ -110,7 +110,7 @@ fn sink_output(dir: &Path) -> BTreeMap<String, String> {
 
 /// Every state and timer entry of the checkpoint.
 fn final_state(dir: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let store = StateStore::open(&dir.join("checkpoint/state")).expect("store");
+    let store = StateStore::open(&eddy::state::paths::store_dir(&dir.join("checkpoint"))).expect("store");
     let txn = store.begin();
     let mut entries = txn.scan_prefix(Cf::State, &[]).expect("state");
     entries.extend(txn.scan_prefix(Cf::Timers, &[]).expect("timers"));

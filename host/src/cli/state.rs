@@ -168,7 +168,7 @@ mod tests {
     /// A checkpoint whose store stays open (like a running query) while the CLI reads it.
     fn checkpoint() -> Result<(tempfile::TempDir, StateStore)> {
         let dir = tempfile::tempdir()?;
-        let store = StateStore::open(&dir.path().join("state"))?;
+        let store = StateStore::open(&crate::state::paths::store_dir(dir.path()))?;
         let mut txn = store.begin();
         let totals = VariableDecl { name: "totals".into(), kind: StateKind::Value, ttl_us: None };
         let seen = VariableDecl { name: "seen".into(), kind: StateKind::Map, ttl_us: None };

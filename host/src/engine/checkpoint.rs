@@ -89,7 +89,7 @@ impl Metadata {
     }
 }
 
-/// The state snapshots of a checkpoint (`snapshots/<N>`: the store as of batch N).
+/// The state snapshots of a checkpoint (`state/snapshots/<N>`: the store as of batch N).
 pub struct Snapshots {
     dir: PathBuf,
 }
@@ -97,7 +97,7 @@ pub struct Snapshots {
 impl Snapshots {
     /// The snapshots under `checkpoint`.
     pub fn new(checkpoint: &Path) -> Self {
-        Self { dir: checkpoint.join("snapshots") }
+        Self { dir: crate::state::paths::snapshots_dir(checkpoint) }
     }
 
     /// Where batch N's snapshot goes.

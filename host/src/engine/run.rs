@@ -56,7 +56,7 @@ const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Opens every part of `pipeline` in `checkpoint`.
 pub fn open_query(pipeline: &Pipeline, checkpoint: &Path, module_cache: Option<PathBuf>) -> Result<Query> {
-    let store = StateStore::open(&checkpoint.join("state"))?;
+    let store = StateStore::open(&crate::state::paths::store_dir(checkpoint))?;
     let runtime = WasmRuntime::new(module_cache)?;
     let module = runtime.load(&pipeline.operator.module)?;
     let spec = &pipeline.operator;
@@ -98,7 +98,7 @@ pub fn open_query(pipeline: &Pipeline, checkpoint: &Path, module_cache: Option<P
         .sources
         .iter()
         .enumerate()
-        .map(|(index, source)| crate::source::open(source, index))
+        .map(|(index, source)| crate::source::open(source, index, checkpoint))
         .collect::<Result<Vec<_>>>()?;
     let sink = crate::sink::open(&pipeline.sink)?;
     let initial_state = match &spec.initial_state {

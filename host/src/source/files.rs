@@ -3,7 +3,9 @@
 //!
 //! Progress, in the committed store (`Cf::Meta`):
 //! `source/<index>/file/<name>` → `{"batch": N}` for every consumed file, and
-//! `source/<index>/files` → `{"committed": count}`.
+//! `source/<index>/files` → `{"committed": count}`. The files each batch reads are
+//! logged in `checkpoint/sources/<index>/<N>` when it is planned; its end offset
+//! points there (`logOffset`), and a re-run reads exactly those files.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -15,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::dead_letter::DeadLetters;
+use super::file_log::{FileSourceLog, LoggedFile};
 use super::listing::{InputFile, file_path, list_files};
 use super::{Source, SourceBatch, meta_key};
 use crate::decode::{check_schema, decode_file};
@@ -32,6 +35,7 @@ pub(super) struct FileSource {
     on_bad_record: BadRecordPolicy,
     /// The names present when the source was bound to "available now".
     bound: Option<BTreeSet<String>>,
+    log: FileSourceLog,
 }
 
 /// The committed count of consumed files.
@@ -47,8 +51,9 @@ struct Consumed {
 }
 
 impl FileSource {
-    /// The file source of `spec` (whose kind must be `Files`), number `index`.
-    pub fn open(spec: &SourceSpec, index: usize) -> Result<Self> {
+    /// The file source of `spec` (whose kind must be `Files`), number `index`, logging
+    /// its batches in `checkpoint`.
+    pub fn open(spec: &SourceSpec, index: usize, checkpoint: &std::path::Path) -> Result<Self> {
         let SourceKind::Files { format, path, max_files_per_trigger } = &spec.kind else {
             bail!("source '{}' is not a file source", spec.name);
         };
@@ -65,6 +70,7 @@ impl FileSource {
             max_files_per_trigger: *max_files_per_trigger,
             on_bad_record: spec.on_bad_record.clone(),
             bound: None,
+            log: FileSourceLog::new(checkpoint, index),
         })
     }
 
@@ -130,7 +136,7 @@ impl FileSource {
             rows,
             bad_records: dead_letters.count(),
             start_offset: json!({ "filesCommitted": before }),
-            end_offset: json!({ "filesCommitted": after, "files": names }),
+            end_offset: json!({ "filesCommitted": after, "logOffset": batch_id }),
             commit,
         })
     }
@@ -159,6 +165,14 @@ impl Source for FileSource {
         if files.is_empty() {
             return Ok(None);
         }
+        let mut logged = Vec::with_capacity(files.len());
+        for file in &files {
+            let size = std::fs::metadata(&file.path)
+                .with_context(|| format!("source '{}': cannot read input file {}", self.name, file.path.display()))?
+                .len();
+            logged.push(LoggedFile { name: file.name.clone(), size });
+        }
+        self.log.write(batch_id, logged)?;
         self.read_batch(store, batch_id, files).map(Some)
     }
 
@@ -172,14 +186,12 @@ impl Source for FileSource {
         if end_offset.is_null() {
             return Ok(None);
         }
-        let names = end_offset.get("files").and_then(Value::as_array).ok_or_else(|| {
-            anyhow!("source '{}': batch {batch_id}'s recorded end offset {end_offset} lists no files", self.name)
-        })?;
-        let mut files = Vec::with_capacity(names.len());
-        for name in names {
-            let name = name.as_str().ok_or_else(|| {
-                anyhow!("source '{}': batch {batch_id}'s recorded end offset {end_offset} holds a file name that is not text", self.name)
-            })?;
+        if end_offset.get("logOffset").and_then(Value::as_u64) != Some(batch_id) {
+            bail!("source '{}': batch {batch_id}'s recorded end offset {end_offset} is not this batch's", self.name);
+        }
+        let mut files = Vec::new();
+        for logged in self.log.read(batch_id)? {
+            let name = &logged.name;
             if self.is_committed(store, name)? {
                 bail!(
                     "source '{}': file {name} of batch {batch_id} is already committed; the batch cannot run again",
@@ -187,14 +199,23 @@ impl Source for FileSource {
                 );
             }
             let path = file_path(&self.path, name);
-            if !path.is_file() {
-                bail!(
+            let size = std::fs::metadata(&path).map(|m| m.len()).map_err(|_| {
+                anyhow!(
                     "source '{}': input file {} of batch {batch_id} is gone; restore it to re-run the batch",
                     self.name,
                     path.display()
+                )
+            })?;
+            if size != logged.size {
+                bail!(
+                    "source '{}': input file {} of batch {batch_id} changed since the batch was planned ({} bytes then, \
+                     {size} now); restore it to re-run the batch exactly",
+                    self.name,
+                    path.display(),
+                    logged.size
                 );
             }
-            files.push(InputFile { name: name.to_string(), path });
+            files.push(InputFile { name: name.clone(), path });
         }
         self.read_batch(store, batch_id, files).map(Some)
     }

@@ -8,6 +8,7 @@
 //! before its commit is planned again the same way.
 
 mod dead_letter;
+mod file_log;
 mod files;
 mod listing;
 mod rate;
@@ -91,11 +92,12 @@ pub trait Source: Send {
     }
 }
 
-/// Opens source number `index` of the pipeline (its meta keys are namespaced by
-/// `index`).
-pub fn open(spec: &SourceSpec, index: usize) -> Result<Box<dyn Source>> {
+/// Opens source number `index` of the pipeline checkpointed in `checkpoint` (its meta
+/// keys are namespaced by `index`; a file source logs its batches' files in
+/// `checkpoint/sources/<index>/`).
+pub fn open(spec: &SourceSpec, index: usize, checkpoint: &std::path::Path) -> Result<Box<dyn Source>> {
     Ok(match &spec.kind {
-        SourceKind::Files { .. } => Box::new(files::FileSource::open(spec, index)?),
+        SourceKind::Files { .. } => Box::new(files::FileSource::open(spec, index, checkpoint)?),
         SourceKind::Rate { .. } => Box::new(rate::RateSource::open(spec, index)?),
     })
 }

@@ -61,12 +61,15 @@ pub(super) fn commit(store: &StateStore, batch: &SourceBatch, batch_id: u64) {
 fn discovers_new_files_at_every_call_and_reads_each_once() {
     let f = fixture();
     write(&f.input, "a.jsonl", "{\"user\":\"a1\",\"amount\":1}\n{\"user\":\"a2\",\"amount\":2}\n");
-    let mut source = open(&json_spec(&f.input), 3).expect("opens");
+    let mut source = open(&json_spec(&f.input), 3, &f.root).expect("opens");
     assert_eq!(source.name(), "clicks");
     let first = source.next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
     assert_eq!(users(&first), ["a1", "a2"]);
     assert_eq!(first.start_offset, json!({"filesCommitted": 0}));
-    assert_eq!(first.end_offset, json!({"filesCommitted": 1, "files": ["a.jsonl"]}));
+    assert_eq!(first.end_offset, json!({"filesCommitted": 1, "logOffset": 0}));
+    let logged: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(f.root.join("sources/3/0")).expect("source log")).expect("json");
+    assert_eq!(logged["files"], json!([{"name": "a.jsonl", "size": 50}]));
     assert!(first.commit.iter().all(|(key, _)| key.starts_with(b"source/3/")));
     // Not committed: planned again the same way.
     let again = source.next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
@@ -81,10 +84,10 @@ fn discovers_new_files_at_every_call_and_reads_each_once() {
     assert_eq!(second.start_offset, json!({"filesCommitted": 1}));
     commit(&f.store, &second, 1);
     // A restarted source (same index) sees the committed progress.
-    let mut restarted = open(&json_spec(&f.input), 3).expect("opens");
+    let mut restarted = open(&json_spec(&f.input), 3, &f.root).expect("opens");
     assert!(restarted.next_batch(&f.store, 2, 0).expect("plans").is_none());
     // Another index has its own progress.
-    let mut other = open(&json_spec(&f.input), 4).expect("opens");
+    let mut other = open(&json_spec(&f.input), 4, &f.root).expect("opens");
     assert_eq!(users(&other.next_batch(&f.store, 2, 0).expect("plans").expect("a batch")), ["a1", "a2", "b"]);
 }
 
@@ -93,7 +96,7 @@ fn a_single_file_is_read_once() {
     let f = fixture();
     let file = f.input.join("only.txt");
     write(&f.input, "only.txt", "{\"user\":\"x\"}\n");
-    let mut source = open(&json_spec(&file), 0).expect("opens");
+    let mut source = open(&json_spec(&file), 0, &f.root).expect("opens");
     let batch = source.next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
     assert_eq!(users(&batch), ["x"]);
     assert!(batch.rows.column(1).is_null(0));
@@ -107,13 +110,13 @@ fn takes_at_most_max_files_per_trigger() {
     for name in ["c", "a", "b"] {
         write(&f.input, &format!("{name}.json"), &format!("{{\"user\":\"{name}\"}}\n"));
     }
-    let mut source = open(&spec(&f.input, FileFormat::Json, Some(2), BadRecordPolicy::Fail), 0).expect("opens");
+    let mut source = open(&spec(&f.input, FileFormat::Json, Some(2), BadRecordPolicy::Fail), 0, &f.root).expect("opens");
     let first = source.next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
     assert_eq!(users(&first), ["a", "b"]);
     commit(&f.store, &first, 0);
     let second = source.next_batch(&f.store, 1, 0).expect("plans").expect("a batch");
     assert_eq!(users(&second), ["c"]);
-    assert_eq!(second.end_offset, json!({"filesCommitted": 3, "files": ["c.json"]}));
+    assert_eq!(second.end_offset, json!({"filesCommitted": 3, "logOffset": 1}));
 }
 
 #[test]
@@ -122,7 +125,7 @@ fn available_now_leaves_later_files_for_a_later_run() {
     write(&f.input, "a.json", "{\"user\":\"a\"}\n");
     write(&f.input, "b.json", "{\"user\":\"b\"}\n");
     let bounded_spec = spec(&f.input, FileFormat::Json, Some(1), BadRecordPolicy::Fail);
-    let mut source = open(&bounded_spec, 0).expect("opens");
+    let mut source = open(&bounded_spec, 0, &f.root).expect("opens");
     assert!(!source.caught_up(&f.store).expect("reads"));
     source.bound_to_available_now(&f.store, 0).expect("binds");
     write(&f.input, "aa.json", "{\"user\":\"late\"}\n");
@@ -136,7 +139,7 @@ fn available_now_leaves_later_files_for_a_later_run() {
     }
     assert_eq!(seen, ["a", "b"]);
     assert!(source.next_batch(&f.store, batch_id, 0).expect("plans").is_none());
-    let mut next_run = open(&bounded_spec, 0).expect("opens");
+    let mut next_run = open(&bounded_spec, 0, &f.root).expect("opens");
     next_run.bound_to_available_now(&f.store, 0).expect("binds");
     assert_eq!(users(&next_run.next_batch(&f.store, batch_id, 0).expect("plans").expect("a batch")), ["late"]);
 }
@@ -145,18 +148,23 @@ fn available_now_leaves_later_files_for_a_later_run() {
 fn replans_exactly_the_recorded_files() {
     let f = fixture();
     write(&f.input, "b.json", "{\"user\":\"b\"}\n");
-    let mut source = open(&json_spec(&f.input), 0).expect("opens");
+    let mut source = open(&json_spec(&f.input), 0, &f.root).expect("opens");
     let planned = source.next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
     // The batch failed; a file arrived before the re-run.
     write(&f.input, "a.json", "{\"user\":\"a\"}\n");
-    let mut restarted = open(&json_spec(&f.input), 0).expect("opens");
+    let mut restarted = open(&json_spec(&f.input), 0, &f.root).expect("opens");
     let replayed = restarted.replan_batch(&f.store, 0, 0, &planned.end_offset).expect("replans").expect("a batch");
     assert_eq!(users(&replayed), ["b"]);
     assert_eq!(replayed.commit, planned.commit);
     commit(&f.store, &replayed, 0);
-    assert_eq!(users(&restarted.next_batch(&f.store, 1, 0).expect("plans").expect("a batch")), ["a"]);
+    let next = restarted.next_batch(&f.store, 1, 0).expect("plans").expect("a batch");
+    assert_eq!(users(&next), ["a"]);
     let error = restarted.replan_batch(&f.store, 0, 0, &planned.end_offset).unwrap_err().to_string();
     assert!(error.contains("already committed"), "{error}");
+    // A file that changed after its batch was planned is not silently re-read.
+    write(&f.input, "a.json", "{\"user\":\"a\"}\n{\"user\":\"again\"}\n");
+    let error = restarted.replan_batch(&f.store, 1, 0, &next.end_offset).unwrap_err().to_string();
+    assert!(error.contains("a.json of batch 1 changed since the batch was planned (13 bytes then, 30 now)"), "{error}");
 }
 
 #[test]
@@ -165,7 +173,7 @@ fn reads_csv_with_a_header() {
     write(&f.input, "a.csv", "user;amount\nann;5\n\"bo;b\";\n");
     write(&f.input, "b.json", "{\"user\":\"json\"}\n");
     let format = FileFormat::Csv { header: true, delimiter: b';' };
-    let mut source = open(&spec(&f.input, format, None, BadRecordPolicy::Fail), 0).expect("opens");
+    let mut source = open(&spec(&f.input, format, None, BadRecordPolicy::Fail), 0, &f.root).expect("opens");
     let batch = source.next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
     assert_eq!(users(&batch), ["ann", "bo;b"]);
     let amounts = batch.rows.column(1).as_any().downcast_ref::<Int64Array>().expect("ints");
@@ -179,7 +187,7 @@ const MIXED: &str =
 fn fails_on_a_bad_record_naming_file_line_and_reason() {
     let f = fixture();
     write(&f.input, "a.json", MIXED);
-    let mut source = open(&json_spec(&f.input), 0).expect("opens");
+    let mut source = open(&json_spec(&f.input), 0, &f.root).expect("opens");
     let error = source.next_batch(&f.store, 0, 0).unwrap_err().to_string();
     let file = f.input.join("a.json");
     assert_eq!(
@@ -192,7 +200,7 @@ fn fails_on_a_bad_record_naming_file_line_and_reason() {
     );
     let format = FileFormat::Csv { header: false, delimiter: b',' };
     write(&f.input, "b.csv", "a,1\nb,x\n");
-    let mut csv = open(&spec(&f.input, format, None, BadRecordPolicy::Fail), 1).expect("opens");
+    let mut csv = open(&spec(&f.input, format, None, BadRecordPolicy::Fail), 1, &f.root).expect("opens");
     let error = csv.next_batch(&f.store, 0, 0).unwrap_err().to_string();
     assert_eq!(
         error,
@@ -209,7 +217,7 @@ fn skips_and_counts_bad_records() {
     let f = fixture();
     write(&f.input, "a.json", MIXED);
     write(&f.input, "b.json", "oops\n{\"user\":\"d\"}\n");
-    let mut source = open(&spec(&f.input, FileFormat::Json, None, BadRecordPolicy::Skip), 0).expect("opens");
+    let mut source = open(&spec(&f.input, FileFormat::Json, None, BadRecordPolicy::Skip), 0, &f.root).expect("opens");
     let batch = source.next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
     assert_eq!(users(&batch), ["a", "c", "d"]);
     assert_eq!(batch.bad_records, 2);
@@ -222,7 +230,7 @@ fn dead_letters_bad_records_per_batch() {
     write(&f.input, "a.json", MIXED);
     write(&f.input, "b.json", "{\"user\":\"d\"}\n\nnot json\n");
     let policy = BadRecordPolicy::DeadLetter(letters.clone());
-    let mut source = open(&spec(&f.input, FileFormat::Json, None, policy), 0).expect("opens");
+    let mut source = open(&spec(&f.input, FileFormat::Json, None, policy), 0, &f.root).expect("opens");
     let batch = source.next_batch(&f.store, 7, 0).expect("plans").expect("a batch");
     assert_eq!(users(&batch), ["a", "c", "d"]);
     assert_eq!(batch.bad_records, 2);

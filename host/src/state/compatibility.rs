@@ -4,8 +4,10 @@
 //! and TTL, and the module's hash — is kept in the store (`schema/<operator>`, JSON).
 //! A restart must agree on everything but the module (a new module version with the
 //! same state keeps the state) and may add variables; anything else is refused with
-//! what changed and the two ways forward.
+//! what changed and the two ways forward. A readable copy of every operator's schema is
+//! kept in `state/_schema` (the store's copy is the one checked).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Result, bail};
@@ -48,8 +50,9 @@ pub fn check_and_record(
     current: &OperatorStateSchema,
     checkpoint: &Path,
 ) -> Result<()> {
-    if let Some(stored) = stored_schema(store, operator)? {
-        let changes = incompatible_changes(&stored, current);
+    let stored = stored_schema(store, operator)?;
+    if let Some(stored) = &stored {
+        let changes = incompatible_changes(stored, current);
         if !changes.is_empty() {
             bail!(
                 "the checkpoint {} holds state that this pipeline cannot use: {}. Either revert that change, \
@@ -58,14 +61,34 @@ pub fn check_and_record(
                 changes.join("; ")
             );
         }
-        if &stored == current {
-            return Ok(());
-        }
         if stored.module_sha256 != current.module_sha256 {
             crate::log::info(&format!("operator {operator}: a new module version takes over the existing state"));
         }
     }
-    store.write_meta(&schema_key(operator), &serde_json::to_vec(current)?)
+    if stored.as_ref() != Some(current) {
+        store.write_meta(&schema_key(operator), &serde_json::to_vec(current)?)?;
+    }
+    write_schema_file(checkpoint, operator, current)
+}
+
+/// Version of the `state/_schema` file's format.
+const SCHEMA_FILE_VERSION: u32 = 1;
+
+/// Records `schema` for `operator` in the checkpoint's `state/_schema` (JSON, keeping
+/// the other operators' entries).
+fn write_schema_file(checkpoint: &Path, operator: u16, schema: &OperatorStateSchema) -> Result<()> {
+    let path = super::paths::schema_file(checkpoint);
+    let mut operators: BTreeMap<String, OperatorStateSchema> = std::fs::read(&path)
+        .ok()
+        .and_then(|raw| serde_json::from_slice::<serde_json::Value>(&raw).ok())
+        .and_then(|file| serde_json::from_value(file.get("operators")?.clone()).ok())
+        .unwrap_or_default();
+    if operators.get(&operator.to_string()) == Some(schema) && path.exists() {
+        return Ok(());
+    }
+    operators.insert(operator.to_string(), schema.clone());
+    let file = serde_json::json!({ "version": SCHEMA_FILE_VERSION, "operators": operators });
+    crate::fsutil::write_atomic(&path, format!("{file:#}\n").as_bytes())
 }
 
 /// Everything that changed in a way the stored state cannot follow.

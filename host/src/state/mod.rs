@@ -4,6 +4,7 @@
 mod compatibility;
 mod entry_json;
 pub mod layout;
+pub mod paths;
 mod store;
 mod ttl;
 mod variables;

@@ -174,7 +174,7 @@ impl StateReader {
                 checkpoint.display()
             );
         }
-        let store = checkpoint.join("state");
+        let store = super::paths::store_dir(checkpoint);
         if !store.join("CURRENT").exists() && checkpoint.join("CURRENT").exists() {
             return Self::open(checkpoint);
         }
@@ -382,7 +382,7 @@ impl StateReader {
         if committed.is_none_or(|last| batch > last) {
             bail!("batch {batch} is not committed (last committed: {committed:?})");
         }
-        let snapshots = checkpoint.join("snapshots");
+        let snapshots = super::paths::snapshots_dir(checkpoint);
         let mut ids: Vec<u64> = std::fs::read_dir(&snapshots)
             .map(|entries| entries.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
             .unwrap_or_default();

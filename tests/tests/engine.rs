@@ -235,6 +235,7 @@ fn the_checkpoint_keeps_only_the_retained_batches() {
     assert_eq!(names("offsets"), ["4", "5"]);
     assert_eq!(names("commits"), ["4", "5"]);
     assert_eq!(names("sinks/0"), ["4", "5"], "sink manifests");
+    assert_eq!(names("sources/0"), ["4", "5"], "the files each batch read");
     assert_eq!(names("progress"), ["4.json", "5.json"]);
     assert_eq!(names("state/snapshots"), ["4"], "the newest snapshot at or before the oldest retained batch");
     let metadata = std::fs::read_to_string(dir.path().join("checkpoint/metadata")).expect("metadata");

@@ -244,7 +244,9 @@ fn a_batch_planned_before_a_crash_is_replayed_exactly_and_marked() {
     std::fs::write(dir.path().join("input/b.jsonl"), "{\"user\":\"u1\",\"amount\":7}\n").expect("file");
     std::fs::write(dir.path().join("input/c.jsonl"), "{\"user\":\"u1\",\"amount\":100}\n").expect("file");
     let offsets = serde_json::json!({"version": 1, "batchId": 1, "batchTimestampUs": 1_700_000_000_000_000i64,
-        "watermarkUs": null, "endOffsets": [{"filesCommitted": 2, "files": ["b.jsonl"]}]});
+        "watermarkUs": null, "endOffsets": [{"filesCommitted": 2, "logOffset": 1}]});
+    let source_log = serde_json::json!({"version": 1, "batchId": 1, "files": [{"name": "b.jsonl", "size": 25}]});
+    std::fs::write(checkpoint.join("sources/0/1"), source_log.to_string()).expect("source log");
     std::fs::write(checkpoint.join("offsets/1"), offsets.to_string()).expect("offsets");
     std::fs::create_dir_all(checkpoint.join("sinks/0")).expect("sinks");
     std::fs::write(checkpoint.join("sinks/0/1"), "{}").expect("manifest");

@@ -130,11 +130,13 @@ impl Snapshots {
     }
 }
 
-/// The `offsets/` and `commits/` logs of a checkpoint.
+/// The per-batch logs of a checkpoint: `offsets/`, `commits/`, the sink's manifests
+/// (`sinks/0/`) and, for retention, the sources' logs (`sources/<i>/`).
 pub struct BatchLog {
     offsets: PathBuf,
     commits: PathBuf,
     sink: PathBuf,
+    sources: PathBuf,
 }
 
 impl BatchLog {
@@ -144,6 +146,7 @@ impl BatchLog {
             offsets: checkpoint.join("offsets"),
             commits: checkpoint.join("commits"),
             sink: checkpoint.join("sinks/0"),
+            sources: checkpoint.join("sources"),
         }
     }
 
@@ -198,8 +201,10 @@ impl BatchLog {
     /// Deletes the records of batches older than the newest `keep`.
     pub fn retain_last(&self, newest: u64, keep: u64) -> Result<()> {
         let oldest_kept = newest.saturating_add(1).saturating_sub(keep);
-        for dir in [&self.offsets, &self.commits, &self.sink] {
-            let Ok(entries) = std::fs::read_dir(dir) else { continue };
+        let source_logs = std::fs::read_dir(&self.sources).into_iter().flatten().flatten().map(|entry| entry.path());
+        let logs = [self.offsets.clone(), self.commits.clone(), self.sink.clone()].into_iter().chain(source_logs);
+        for dir in logs {
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
             for entry in entries.flatten() {
                 let old = entry
                     .file_name()
@@ -245,6 +250,7 @@ mod tests {
             )
             .expect("offsets");
             log.write_commit(id, Some(8)).expect("commit");
+            crate::fsutil::write_atomic(&dir.path().join(format!("sources/0/{id}")), b"{}").expect("source log");
         }
         let record = log.read_offsets(4).expect("readable").expect("present");
         assert_eq!((record.batch_timestamp_us, record.watermark_us, record.end_offsets.len()), (1_004, Some(7), 2));
@@ -252,5 +258,6 @@ mod tests {
         assert!(log.read_offsets(2).expect("readable").is_none());
         assert!(log.read_offsets(3).expect("readable").is_some());
         assert!(!dir.path().join("commits/2").exists() && dir.path().join("commits/3").exists());
+        assert!(!dir.path().join("sources/0/2").exists() && dir.path().join("sources/0/3").exists());
     }
 }

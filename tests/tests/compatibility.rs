@@ -70,6 +70,16 @@ fn incompatible_changes_are_refused_and_compatible_ones_accepted() {
         "state variable 'v' changed TTL from none to 5000 ms",
     );
     expect_refusal(&scripted_spec(dir.path(), "key", 8, ""), "state variable 'v' (value) is no longer declared");
+    // A refused restart changed nothing in the checkpoint.
+    let metadata = std::fs::read_to_string(checkpoint.join("metadata")).expect("metadata");
+    assert!(metadata.contains("\"keyGroups\": 8"), "{metadata}");
+    let schema: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(checkpoint.join("state/_schema")).expect("_schema")).expect("json");
+    assert_eq!(schema["operators"]["0"]["key_columns"], serde_json::json!(["key"]));
+    assert_eq!(
+        schema["operators"]["0"]["variables"],
+        serde_json::json!([{"name": "v", "kind": "value", "ttl_us": null}])
+    );
 
     // Adding a variable is fine, and the old state is still there.
     let spec = scripted_spec(dir.path(), "key", 8, &format!("{value}, {{ name = \"m\", kind = \"map\" }}"));
@@ -115,9 +125,16 @@ fn a_new_module_version_keeps_the_state() {
     };
     std::fs::write(dir.path().join("input/1.jsonl"), "{\"user\":\"u\",\"amount\":5}\n").expect("file");
     assert!(eddy_run(&spec(&v1), &checkpoint).status.success());
+    let recorded_module = || {
+        let schema: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(checkpoint.join("state/_schema")).expect("_schema")).expect("json");
+        schema["operators"]["0"]["module_sha256"].as_str().expect("a module hash").to_string()
+    };
+    let v1_hash = recorded_module();
     std::fs::write(dir.path().join("input/2.jsonl"), "{\"user\":\"u\",\"amount\":6}\n").expect("file");
     let output = eddy_run(&spec(&v2), &checkpoint);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_ne!(recorded_module(), v1_hash, "the new module is recorded");
     let part = std::fs::read_to_string(dir.path().join("out/part-00001.jsonl")).expect("part");
     assert_eq!(part, "{\"user\":\"u\",\"count\":2,\"sum\":11}\n", "v2 continues v1's totals");
 }

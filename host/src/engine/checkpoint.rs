@@ -51,34 +51,42 @@ pub struct Metadata {
 }
 
 impl Metadata {
-    /// Reads `checkpoint/metadata`, or creates it for a new query. An existing file is
-    /// updated when the pipeline's fingerprint changed (compatibility is checked
-    /// against the stored state schema, not here).
-    pub fn load_or_create(checkpoint: &Path, fingerprint: String, key_groups: u16) -> Result<Self> {
+    /// Reads `checkpoint/metadata` (None for a new query).
+    pub fn read(checkpoint: &Path) -> Result<Option<Self>> {
         let path = checkpoint.join("metadata");
-        if path.exists() {
-            let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-            let mut metadata: Metadata = serde_json::from_str(&text).with_context(|| {
-                format!("{} is not an eddy checkpoint's metadata; restore it or use a new checkpoint", path.display())
-            })?;
-            if metadata.pipeline_fingerprint == fingerprint {
+        if !path.exists() {
+            return Ok(None);
+        }
+        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let metadata: Metadata = serde_json::from_str(&text).with_context(|| {
+            format!("{} is not an eddy checkpoint's metadata; restore it or use a new checkpoint", path.display())
+        })?;
+        if metadata.version != VERSION {
+            anyhow::bail!("{} has format version {}, this eddy reads {VERSION}", path.display(), metadata.version);
+        }
+        Ok(Some(metadata))
+    }
+
+    /// Records the pipeline a query runs with — once its state was found compatible —
+    /// creating the metadata of a new query (with a new id) or updating the
+    /// fingerprint and key-group count of an existing one.
+    pub fn record(checkpoint: &Path, existing: Option<Self>, fingerprint: String, key_groups: u16) -> Result<Self> {
+        let path = checkpoint.join("metadata");
+        let metadata = match existing {
+            Some(metadata) if metadata.pipeline_fingerprint == fingerprint && metadata.key_groups == key_groups => {
                 return Ok(metadata);
             }
-            crate::log::info(&format!(
-                "the pipeline changed since {} was written; its state schema is checked next",
-                path.display()
-            ));
-            metadata.pipeline_fingerprint = fingerprint;
-            metadata.key_groups = key_groups;
-            metadata.write(&path)?;
-            return Ok(metadata);
-        }
-        let metadata = Metadata {
-            version: VERSION,
-            id: crate::progress::new_uuid_v4()?,
-            pipeline_fingerprint: fingerprint,
-            key_groups,
-            created: crate::progress::format_micros_iso(crate::progress::now_micros()),
+            Some(metadata) => {
+                crate::log::info(&format!("the pipeline changed compatibly since {} was written", path.display()));
+                Metadata { pipeline_fingerprint: fingerprint, key_groups, ..metadata }
+            }
+            None => Metadata {
+                version: VERSION,
+                id: crate::progress::new_uuid_v4()?,
+                pipeline_fingerprint: fingerprint,
+                key_groups,
+                created: crate::progress::format_micros_iso(crate::progress::now_micros()),
+            },
         };
         metadata.write(&path)?;
         Ok(metadata)
@@ -228,10 +236,13 @@ mod tests {
     #[test]
     fn metadata_is_created_once_and_keeps_the_query_id() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let first = Metadata::load_or_create(dir.path(), "abc".into(), 128).expect("created");
-        let again = Metadata::load_or_create(dir.path(), "abc".into(), 128).expect("read");
+        assert_eq!(Metadata::read(dir.path()).expect("no file yet"), None);
+        let first = Metadata::record(dir.path(), None, "abc".into(), 128).expect("created");
+        let read = Metadata::read(dir.path()).expect("read");
+        assert_eq!(read.as_ref(), Some(&first));
+        let again = Metadata::record(dir.path(), read, "abc".into(), 128).expect("kept");
         assert_eq!(first, again);
-        let changed = Metadata::load_or_create(dir.path(), "def".into(), 128).expect("updated");
+        let changed = Metadata::record(dir.path(), Some(again), "def".into(), 128).expect("updated");
         assert_eq!((changed.id, changed.pipeline_fingerprint.as_str()), (first.id, "def"));
         let text = std::fs::read_to_string(dir.path().join("metadata")).expect("file");
         assert!(text.contains("\"pipelineFingerprint\": \"def\""), "{text}");

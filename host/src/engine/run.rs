@@ -140,8 +140,11 @@ pub fn run_pipeline(
     };
     std::fs::create_dir_all(&checkpoint)
         .with_context(|| format!("cannot create checkpoint {}", checkpoint.display()))?;
-    let metadata = Metadata::load_or_create(&checkpoint, pipeline_fingerprint(pipeline), pipeline.operator.key_groups)?;
+    let existing = Metadata::read(&checkpoint)?;
+    // Opening checks the stored state's compatibility; only then is the pipeline recorded.
     let mut query = open_query(pipeline, &checkpoint, options.module_cache.clone())?;
+    let metadata =
+        Metadata::record(&checkpoint, existing, pipeline_fingerprint(pipeline), pipeline.operator.key_groups)?;
     let progress_log = ProgressLog::new(&checkpoint);
     let mut reporter = Reporter {
         query_id: metadata.id,

@@ -110,7 +110,8 @@ fn takes_at_most_max_files_per_trigger() {
     for name in ["c", "a", "b"] {
         write(&f.input, &format!("{name}.json"), &format!("{{\"user\":\"{name}\"}}\n"));
     }
-    let mut source = open(&spec(&f.input, FileFormat::Json, Some(2), BadRecordPolicy::Fail), 0, &f.root).expect("opens");
+    let mut source =
+        open(&spec(&f.input, FileFormat::Json, Some(2), BadRecordPolicy::Fail), 0, &f.root).expect("opens");
     let first = source.next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
     assert_eq!(users(&first), ["a", "b"]);
     commit(&f.store, &first, 0);

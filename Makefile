@@ -18,6 +18,11 @@ guests: deps
 	cargo build --release --target wasm32-wasip2 $(addprefix -p ,$(GUEST_CRATES))
 	@mkdir -p $(WASM_DIR)
 	@for name in $(GUEST_WASM); do cp $(CARGO_TARGET_DIR)/wasm32-wasip2/release/$$name.wasm $(WASM_DIR)/; done
+	@# A processor with a bug and its fix (two builds of one crate) for the failure tests.
+	cargo build --release --target wasm32-wasip2 -p invoice-totals
+	@cp $(CARGO_TARGET_DIR)/wasm32-wasip2/release/invoice_totals.wasm $(WASM_DIR)/invoice_totals_buggy.wasm
+	cargo build --release --target wasm32-wasip2 -p invoice-totals --features fixed
+	@cp $(CARGO_TARGET_DIR)/wasm32-wasip2/release/invoice_totals.wasm $(WASM_DIR)/invoice_totals_fixed.wasm
 	@echo "guests built into $(WASM_DIR)/"
 
 build: deps

@@ -29,7 +29,13 @@ fn rank(level: LogLevel) -> u8 {
 /// A message a guest logged while handling `key`.
 pub fn guest(module: &str, key: &str, level: LogLevel, message: &str) {
     if rank(level) >= threshold() {
-        let level = format!("{level:?}").to_uppercase();
+        let level = match level {
+            LogLevel::Trace => "TRACE",
+            LogLevel::Debug => "DEBUG",
+            LogLevel::Info => "INFO",
+            LogLevel::Warn => "WARN",
+            LogLevel::Error => "ERROR",
+        };
         eprintln!("[{level} {module} key={key}] {message}");
     }
 }

@@ -38,6 +38,7 @@
 //! | `trap`            | —         | panics with `scripted trap` (the instance traps) |
 //! | `loop`            | —         | never returns (for the host's call deadline)    |
 //! | `grow`            | —         | allocates 1 MiB blocks until memory runs out    |
+//! | `alloc`           | v         | `null`; allocates and touches v MiB, then frees them |
 //! | `open-undeclared` | name      | opens value state `name` (default `undeclared`) without declaring it: the host traps |
 //! | `sandbox.clock`   | —         | the WASI wall clock, microseconds since the epoch |
 //! | `sandbox.random`  | —         | a JSON number: a `u64` from WASI random          |
@@ -193,6 +194,11 @@ impl Scripted {
             "trap" => panic!("scripted trap"),
             "loop" => spin(),
             "grow" => grow(),
+            "alloc" => {
+                let mib: usize = cmd.v()?.parse().map_err(|_| Error::msg("alloc: v is a MiB count"))?;
+                drop(std::hint::black_box(vec![1u8; mib << 20]));
+                null()
+            }
             "open-undeclared" => open_undeclared(cmd.name.unwrap_or("undeclared")),
             "sandbox.clock" => {
                 let wall = std::time::SystemTime::now()

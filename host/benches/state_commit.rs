@@ -9,30 +9,12 @@
 use std::time::Instant;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use eddy::state::{KeyScope, StateKind, StateStore, VariableDecl};
+use eddy::state::StateStore;
+
+mod common;
+use common::{changed_keys, decl, fill, scope};
 
 const CHANGED_KEYS: u64 = 10_000;
-const FILL_BATCH: u64 = 200_000;
-
-fn decl() -> VariableDecl {
-    VariableDecl { name: "totals".into(), kind: StateKind::Value, ttl_us: None }
-}
-
-fn scope(key: u64) -> KeyScope {
-    KeyScope::new(0, (key % 128) as u16, format!("user-{key:09}").into_bytes(), 1)
-}
-
-/// Writes `keys` value entries, `FILL_BATCH` per commit.
-fn fill(store: &StateStore, keys: u64) {
-    let decl = decl();
-    for (batch_id, start) in (0..keys).step_by(FILL_BATCH as usize).enumerate() {
-        let mut txn = store.begin();
-        for key in start..(start + FILL_BATCH).min(keys) {
-            scope(key).value_update(&mut txn, &decl, &key.to_le_bytes());
-        }
-        store.commit(txn, batch_id as u64).expect("fill commit");
-    }
-}
 
 fn commits(c: &mut Criterion) {
     let sizes: Vec<u64> = std::env::var("EDDY_BENCH_SIZES")
@@ -60,8 +42,7 @@ fn commits(c: &mut Criterion) {
                     // A batch's changes: 10 000 keys spread over the whole key space.
                     round += 1;
                     let mut txn = store.begin();
-                    for i in 0..CHANGED_KEYS {
-                        let key = (i * 7919 + round * 104_729) % size;
+                    for key in changed_keys(round, CHANGED_KEYS, size) {
                         scope(key).value_update(&mut txn, &decl, &(key + round).to_le_bytes());
                     }
                     (txn, 1_000_000 + round)

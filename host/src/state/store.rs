@@ -36,6 +36,9 @@ pub(crate) const CF_NAMES: [&str; 6] = ["state", "timers", "timer_index", "meta"
 /// The column family holding each batch's state changes: `batch u64 | state key` →
 /// `0 | new value` (update) or `1` (delete). Written in the batch's own atomic commit.
 pub(crate) const CHANGELOG: &str = "changelog";
+/// The write-ahead log size past which RocksDB flushes the column families that hold
+/// its oldest entries (what a restart after a crash replays is about this much).
+const MAX_TOTAL_WAL_BYTES: u64 = 64 << 20;
 /// The meta key of the last committed batch id.
 pub(crate) const COMMITTED_BATCH: &[u8] = b"committed-batch";
 
@@ -61,6 +64,10 @@ impl StateStore {
         options.create_if_missing(true);
         options.create_missing_column_families(true);
         options.set_compression_type(rocksdb::DBCompressionType::Lz4);
+        // Column families written little per batch (meta, timers) would otherwise keep
+        // every write-ahead log alive until ~1.5 GB of them piled up, all replayed after
+        // a crash; past this total RocksDB flushes them, bounding recovery.
+        options.set_max_total_wal_size(MAX_TOTAL_WAL_BYTES);
         let families = CF_NAMES.iter().map(|name| ColumnFamilyDescriptor::new(*name, Options::default()));
         let db = DB::open_cf_descriptors(&options, path, families).with_context(|| {
             format!(

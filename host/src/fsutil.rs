@@ -24,3 +24,47 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("cannot sync {}", dir.display()))?;
     Ok(())
 }
+
+/// Deletes what interrupted atomic writes left in `dir` (a crash between writing and
+/// renaming): hidden entries named `.….tmp`, files or directories. Returns how many.
+/// Call it only on directories no other process writes (a checkpoint's, under its
+/// store's lock).
+pub fn remove_leftovers(dir: &Path) -> Result<usize> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(0) };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with('.') && name.ends_with(".tmp")) {
+            continue;
+        }
+        let path = entry.path();
+        let result = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+        result.with_context(|| format!("cannot delete the leftover {}", path.display()))?;
+        removed += 1;
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leftovers_of_interrupted_writes_are_removed_and_nothing_else() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        write_atomic(&dir.path().join("3"), b"kept").expect("written");
+        std::fs::write(dir.path().join(".4.123-0.tmp"), "half").expect("leftover file");
+        std::fs::create_dir(dir.path().join(".10.tmp")).expect("leftover snapshot");
+        std::fs::write(dir.path().join(".hidden"), "kept").expect("other hidden file");
+        assert_eq!(remove_leftovers(dir.path()).expect("cleaned"), 2);
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("dir")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into())
+            .collect();
+        names.sort();
+        assert_eq!(names, [".hidden", "3"]);
+        assert_eq!(remove_leftovers(&dir.path().join("missing")).expect("no dir, nothing to do"), 0);
+    }
+}

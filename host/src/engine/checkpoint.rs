@@ -229,6 +229,24 @@ impl BatchLog {
     }
 }
 
+/// Deletes what writes interrupted by a crash left in the checkpoint's directories
+/// (temporary files and half-made snapshots). Call it while holding the store.
+pub fn remove_interrupted_writes(checkpoint: &Path) -> Result<()> {
+    let sources = std::fs::read_dir(checkpoint.join("sources")).into_iter().flatten().flatten().map(|e| e.path());
+    let fixed = ["", "offsets", "commits", "sinks/0", "progress", "state", "state/snapshots"];
+    let mut removed = 0;
+    for dir in fixed.iter().map(|sub| checkpoint.join(sub)).chain(sources) {
+        removed += crate::fsutil::remove_leftovers(&dir)?;
+    }
+    if removed > 0 {
+        crate::log::info(&format!(
+            "removed {removed} leftovers of writes a crash interrupted in {}",
+            checkpoint.display()
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@ use arrow::array::{Array, BooleanArray, RecordBatch, TimestampMicrosecondArray};
 use arrow::compute::{concat_batches, filter_record_batch};
 use arrow::datatypes::SchemaRef;
 
-use super::checkpoint::{BatchLog, Snapshots};
+use super::checkpoint::{BatchLog, Snapshots, remove_interrupted_writes};
 use super::metrics::{BatchMetrics, EventTimeStats, SourceMetrics};
 use super::watermark::WatermarkTracker;
 use crate::operator::{BatchTime, ShardedOperator};
@@ -71,6 +71,7 @@ impl Query {
             .iter()
             .map(|source| source.watermark.as_ref().and_then(|w| source.schema.index_of(&w.column).ok()))
             .collect();
+        remove_interrupted_writes(checkpoint)?;
         let committed = store.committed_batch()?;
         let log = BatchLog::new(checkpoint);
         if let Some(batch_id) = committed {

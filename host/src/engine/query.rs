@@ -269,7 +269,7 @@ impl Query {
         self.store.commit_all(txns, batch_id)?;
         self.log.write_commit(batch_id, next_watermark.current())?;
         self.log.retain_last(batch_id, self.retain_batches)?;
-        if batch_id % self.pipeline.snapshot_interval == 0 {
+        if batch_id.is_multiple_of(self.pipeline.snapshot_interval) {
             self.store.snapshot(&self.snapshots.path_of(batch_id))?;
         }
         // Keep the change log of every retained batch, and from the oldest snapshot still

@@ -160,8 +160,10 @@ pub fn run_pipeline(
         }
     }
     // A long available-now run shows a bar of the files it works through (on a terminal).
-    let mut bar = match (trigger, query.files_left()?) {
-        (TriggerSpec::AvailableNow, Some(total)) if total > 0 => Some((Bar::new(total, "files"), total)),
+    let on_terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let files_left = if on_terminal && trigger == TriggerSpec::AvailableNow { query.files_left()? } else { None };
+    let mut bar = match files_left {
+        Some(total) if total > 0 => Some((Bar::new(total, "files"), total)),
         _ => None,
     };
     let mut summary = RunSummary::default();
@@ -186,7 +188,9 @@ pub fn run_pipeline(
             let record = reporter.record(pipeline, metrics);
             progress_log.append(&record)?;
             progress_log.retain_last(pipeline.min_batches_to_retain as usize)?;
-            if let (Some((bar, total)), Some(left)) = (bar.as_mut(), query.files_left()?) {
+            if let Some((bar, total)) = bar.as_mut()
+                && let Some(left) = query.files_left()?
+            {
                 bar.set(total.saturating_sub(left));
             }
             on_batch(metrics, &record)?;

@@ -7,7 +7,8 @@
 //! logged in `checkpoint/sources/<index>/<N>` when it is planned; its end offset
 //! points there (`logOffset`), and a re-run reads exactly those files.
 
-use std::collections::BTreeSet;
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -36,6 +37,9 @@ pub(super) struct FileSource {
     /// The names present when the source was bound to "available now".
     bound: Option<BTreeSet<String>>,
     log: FileSourceLog,
+    /// Names the store showed committed (a committed file stays committed), so that
+    /// each trigger looks up only the files it has not seen committed yet.
+    seen_committed: RefCell<HashSet<String>>,
 }
 
 /// The committed count of consumed files.
@@ -71,6 +75,7 @@ impl FileSource {
             on_bad_record: spec.on_bad_record.clone(),
             bound: None,
             log: FileSourceLog::new(checkpoint, index),
+            seen_committed: RefCell::default(),
         })
     }
 
@@ -83,7 +88,14 @@ impl FileSource {
     }
 
     fn is_committed(&self, store: &StateStore, name: &str) -> Result<bool> {
-        Ok(store.read(Cf::Meta, &self.file_key(name))?.is_some())
+        if self.seen_committed.borrow().contains(name) {
+            return Ok(true);
+        }
+        let committed = store.read(Cf::Meta, &self.file_key(name))?.is_some();
+        if committed {
+            self.seen_committed.borrow_mut().insert(name.to_string());
+        }
+        Ok(committed)
     }
 
     fn committed_count(&self, store: &StateStore) -> Result<u64> {
@@ -96,10 +108,14 @@ impl FileSource {
         Ok(count.committed)
     }
 
-    /// The files not committed yet (and within the bound), in name order.
+    /// The next batch's files: the first (at most max-files-per-trigger) not committed
+    /// yet and within the bound, in name order.
     fn pending(&self, store: &StateStore) -> Result<Vec<InputFile>> {
         let mut pending = Vec::new();
         for file in list_files(&self.path, &self.format).with_context(|| format!("source '{}'", self.name))? {
+            if self.max_files_per_trigger.is_some_and(|max| pending.len() >= max) {
+                break;
+            }
             let in_bound = self.bound.as_ref().is_none_or(|bound| bound.contains(&file.name));
             if in_bound && !self.is_committed(store, &file.name)? {
                 pending.push(file);
@@ -158,10 +174,7 @@ impl Source for FileSource {
     }
 
     fn next_batch(&mut self, store: &StateStore, batch_id: u64, _now_us: i64) -> Result<Option<SourceBatch>> {
-        let mut files = self.pending(store)?;
-        if let Some(max) = self.max_files_per_trigger {
-            files.truncate(max);
-        }
+        let files = self.pending(store)?;
         if files.is_empty() {
             return Ok(None);
         }
@@ -221,7 +234,15 @@ impl Source for FileSource {
     }
 
     fn caught_up(&self, store: &StateStore) -> Result<bool> {
-        Ok(self.files_left(store)? == Some(0))
+        let Some(bound) = &self.bound else {
+            return Ok(false);
+        };
+        for name in bound {
+            if !self.is_committed(store, name)? && file_path(&self.path, name).is_file() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     fn files_left(&self, store: &StateStore) -> Result<Option<u64>> {

@@ -36,7 +36,13 @@ pub(super) fn list_files(path: &Path, format: &FileFormat) -> Result<Vec<InputFi
         let entry = entry.with_context(|| format!("cannot list source directory {}", path.display()))?;
         let file = entry.path();
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') || !has_extension_of(&file, format) || !file.is_file() {
+        // The directory entry's type is free; only a symbolic link needs a stat.
+        let is_file = match entry.file_type() {
+            Ok(kind) if kind.is_symlink() => file.is_file(),
+            Ok(kind) => kind.is_file(),
+            Err(_) => file.is_file(),
+        };
+        if name.starts_with('.') || !has_extension_of(&file, format) || !is_file {
             continue;
         }
         files.push(InputFile { name, path: file });

@@ -1,11 +1,13 @@
 //! Operators: what runs on each key's rows. Today: a user's WebAssembly processor.
 
+mod grouping;
 pub mod key;
 mod shards;
 mod wasm_operator;
 
+pub use grouping::{KeyRows, group_by_key};
 pub use shards::{ShardedOperator, ShardedOutput, key_group_ranges};
-pub use wasm_operator::{BatchTime, KeyRows, OperatorOptions, OperatorOutput, WasmOperator, group_by_key};
+pub use wasm_operator::{BatchTime, OperatorOptions, OperatorOutput, WasmOperator};
 
 use crate::state::{StateKind, VariableDecl};
 use crate::wasm;

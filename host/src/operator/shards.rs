@@ -8,7 +8,8 @@ use anyhow::{Result, anyhow};
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 
-use super::wasm_operator::{BatchTime, KeyRows, OperatorOptions, WasmOperator, group_by_key};
+use super::grouping::{KeyRows, group_by_key};
+use super::wasm_operator::{BatchTime, OperatorOptions, WasmOperator};
 use crate::state::{StateStore, StateTxn, VariableDecl};
 use crate::wasm::{Module, TimeMode};
 

@@ -1,15 +1,14 @@
 //! The WebAssembly processor operator: groups a batch's rows by key, calls the
 //! processor once per key, fires due timers, and collects the rows it returns.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow, bail};
-use arrow::array::{ArrayRef, RecordBatch};
+use arrow::array::RecordBatch;
 use arrow::datatypes::{Field as ArrowField, Schema, SchemaRef};
 
+use super::grouping::{KeyRows, group_by_key};
 use super::key;
 use crate::state::{KeyScope, StateTxn, Timers, VariableDecl, evict_expired};
 use crate::wasm::rows::{OutputRows, arrow_type, contract_type, gather, key_label};
@@ -65,9 +64,6 @@ pub struct OperatorOutput {
     /// How many expired state entries were evicted.
     pub entries_evicted: u64,
 }
-
-/// A batch's rows of one key: its key group, the encoded key and the row indices.
-pub type KeyRows = (u16, Vec<u8>, Vec<u32>);
 
 /// A user's processor running over keyed rows.
 pub struct WasmOperator {
@@ -271,51 +267,6 @@ impl WasmOperator {
                 key_label(key)
             )
         })
-    }
-}
-
-/// The rows of `input` grouped by the key in `key_indices`: (key group, encoded key,
-/// row indices), ordered by key group then key.
-pub fn group_by_key(input: &RecordBatch, key_indices: &[usize], key_groups: u16) -> Vec<KeyRows> {
-    let key_columns: Vec<ArrayRef> = key_indices.iter().map(|&i| input.column(i).clone()).collect();
-    // Keys by hash (computed once per row, reused for the key group), then by bytes.
-    let mut by_hash: HashMap<u64, Vec<usize>, BuildHasherDefault<HashIsKey>> = HashMap::default();
-    let mut keys: Vec<(u64, Vec<u8>, Vec<u32>)> = Vec::new();
-    let mut encoded = Vec::new();
-    for row in 0..input.num_rows() {
-        encoded.clear();
-        key::encode_row(&key_columns, row, &mut encoded);
-        let hash = key::hash(&encoded);
-        let candidates = by_hash.entry(hash).or_default();
-        match candidates.iter().find(|&&index| keys[index].1 == encoded) {
-            Some(&index) => keys[index].2.push(row as u32),
-            None => {
-                candidates.push(keys.len());
-                keys.push((hash, encoded.clone(), vec![row as u32]));
-            }
-        }
-    }
-    let mut ordered: Vec<KeyRows> =
-        keys.into_iter().map(|(hash, k, rows)| (key::group_of_hash(hash, key_groups), k, rows)).collect();
-    ordered.sort_unstable_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-    ordered
-}
-
-/// A hasher for keys that already are good hashes.
-#[derive(Default)]
-struct HashIsKey(u64);
-
-impl Hasher for HashIsKey {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for byte in bytes {
-            self.0 = (self.0 << 8) | u64::from(*byte);
-        }
-    }
-    fn write_u64(&mut self, value: u64) {
-        self.0 = value;
     }
 }
 

@@ -1,0 +1,202 @@
+//! Grouping a batch's rows by key, in (key group, key) order.
+//!
+//! Built for batches of millions of rows over many keys: each row's key is encoded
+//! once into a reused buffer and looked up in a table of key ids (the distinct keys'
+//! bytes live in one arena, so lookups stay in cache); the rows are then placed by a
+//! counting sort into each key's list, in input order.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use arrow::array::{ArrayRef, RecordBatch};
+
+use super::key;
+
+/// One key's rows of a batch: its key group, its encoded key, and the indices of its
+/// rows in input order.
+pub type KeyRows = (u16, Vec<u8>, Vec<u32>);
+
+/// No further key with the same hash.
+const END: u32 = u32::MAX;
+
+/// The rows of `input` grouped by the key in `key_indices`, ordered by key group then
+/// encoded key.
+pub fn group_by_key(input: &RecordBatch, key_indices: &[usize], key_groups: u16) -> Vec<KeyRows> {
+    group_with_hash(input, key_indices, key_groups, key::hash)
+}
+
+/// The distinct keys of a batch: their bytes (in one arena) and hashes.
+#[derive(Default)]
+struct Keys {
+    arena: Vec<u8>,
+    /// Per key id: where its bytes start in `arena` (they end where the next key's start).
+    starts: Vec<usize>,
+    hashes: Vec<u64>,
+    /// Per key id: the next key id with the same hash (`END`: none).
+    same_hash: Vec<u32>,
+}
+
+impl Keys {
+    fn bytes(&self, id: u32) -> &[u8] {
+        let id = id as usize;
+        let end = self.starts.get(id + 1).copied().unwrap_or(self.arena.len());
+        &self.arena[self.starts[id]..end]
+    }
+
+    fn add(&mut self, encoded: &[u8], hash: u64) -> u32 {
+        let id = self.starts.len() as u32;
+        self.starts.push(self.arena.len());
+        self.arena.extend_from_slice(encoded);
+        self.hashes.push(hash);
+        self.same_hash.push(END);
+        id
+    }
+}
+
+fn group_with_hash(
+    input: &RecordBatch,
+    key_indices: &[usize],
+    key_groups: u16,
+    hash_of: impl Fn(&[u8]) -> u64,
+) -> Vec<KeyRows> {
+    let key_columns: Vec<ArrayRef> = key_indices.iter().map(|&i| input.column(i).clone()).collect();
+    let rows = input.num_rows();
+    let mut keys = Keys::default();
+    let mut by_hash: HashMap<u64, u32, BuildHasherDefault<HashIsKey>> = HashMap::default();
+    let mut key_of_row: Vec<u32> = Vec::with_capacity(rows);
+    let mut encoded = Vec::new();
+    for row in 0..rows {
+        encoded.clear();
+        key::encode_row(&key_columns, row, &mut encoded);
+        let hash = hash_of(&encoded);
+        let id = match by_hash.entry(hash) {
+            Entry::Vacant(slot) => *slot.insert(keys.add(&encoded, hash)),
+            Entry::Occupied(slot) => {
+                let mut id = *slot.get();
+                loop {
+                    if keys.bytes(id) == encoded.as_slice() {
+                        break id;
+                    }
+                    let next = keys.same_hash[id as usize];
+                    if next == END {
+                        let added = keys.add(&encoded, hash);
+                        keys.same_hash[id as usize] = added;
+                        break added;
+                    }
+                    id = next;
+                }
+            }
+        };
+        key_of_row.push(id);
+    }
+
+    let groups: Vec<u16> = keys.hashes.iter().map(|hash| key::group_of_hash(*hash, key_groups)).collect();
+    let mut order: Vec<u32> = (0..keys.hashes.len() as u32).collect();
+    order.sort_unstable_by(|a, b| (groups[*a as usize], keys.bytes(*a)).cmp(&(groups[*b as usize], keys.bytes(*b))));
+    // Counting sort of the rows by key: each key's rows get a slice of `sorted`.
+    let mut counts = vec![0u32; order.len()];
+    for id in &key_of_row {
+        counts[*id as usize] += 1;
+    }
+    let mut cursor = vec![0usize; order.len()];
+    let mut next = 0usize;
+    for id in &order {
+        cursor[*id as usize] = next;
+        next += counts[*id as usize] as usize;
+    }
+    let starts = cursor.clone();
+    let mut sorted = vec![0u32; rows];
+    for (row, id) in key_of_row.iter().enumerate() {
+        let at = &mut cursor[*id as usize];
+        sorted[*at] = row as u32;
+        *at += 1;
+    }
+    order
+        .into_iter()
+        .map(|id| {
+            let start = starts[id as usize];
+            let rows = sorted[start..start + counts[id as usize] as usize].to_vec();
+            (groups[id as usize], keys.bytes(id).to_vec(), rows)
+        })
+        .collect()
+}
+
+/// A hasher for keys that already are good hashes.
+#[derive(Default)]
+struct HashIsKey(u64);
+
+impl Hasher for HashIsKey {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 = (self.0 << 8) | u64::from(*byte);
+        }
+    }
+    fn write_u64(&mut self, value: u64) {
+        self.0 = value;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use arrow::array::{Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    use super::*;
+
+    /// Rows over `keys` keys (string + number, some nulls), in a scrambled order.
+    fn batch(rows: usize, keys: usize) -> RecordBatch {
+        let pick = |row: usize| (row * 7919 + row / 3) % keys;
+        let names: StringArray = (0..rows).map(|r| (pick(r) % 5 != 0).then(|| format!("user-{}", pick(r)))).collect();
+        let numbers: Int64Array = (0..rows).map(|r| Some((pick(r) % 3) as i64 - 1)).collect();
+        let schema =
+            Schema::new(vec![Field::new("name", DataType::Utf8, true), Field::new("n", DataType::Int64, false)]);
+        RecordBatch::try_new(Arc::new(schema), vec![Arc::new(names), Arc::new(numbers)]).expect("batch")
+    }
+
+    /// The grouping by a plain ordered map, for comparison.
+    fn reference(input: &RecordBatch, key_groups: u16) -> Vec<KeyRows> {
+        let columns = input.columns().to_vec();
+        let mut map: BTreeMap<(u16, Vec<u8>), Vec<u32>> = BTreeMap::new();
+        for row in 0..input.num_rows() {
+            let mut encoded = Vec::new();
+            key::encode_row(&columns, row, &mut encoded);
+            let group = key::group_of_hash(key::hash(&encoded), key_groups);
+            map.entry((group, encoded)).or_default().push(row as u32);
+        }
+        map.into_iter().map(|((group, key), rows)| (group, key, rows)).collect()
+    }
+
+    #[test]
+    fn groups_like_an_ordered_map() {
+        let input = batch(5_000, 321);
+        let grouped = group_by_key(&input, &[0, 1], 16);
+        // 256 named keys, and the 65 whose name is null fold into (null, -1 | 0 | 1).
+        assert_eq!(grouped.len(), 256 + 3);
+        assert_eq!(grouped, reference(&input, 16));
+    }
+
+    #[test]
+    fn keys_whose_hashes_collide_stay_apart() {
+        let input = batch(2_000, 50);
+        // Every key hashes alike: they all share one chain.
+        let grouped = group_with_hash(&input, &[0, 1], 8, |encoded| key::hash(encoded) % 3);
+        let expected = reference(&input, 8);
+        assert_eq!(grouped.len(), expected.len());
+        let rows = |groups: &[KeyRows]| -> BTreeMap<Vec<u8>, Vec<u32>> {
+            groups.iter().map(|(_, key, rows)| (key.clone(), rows.clone())).collect()
+        };
+        assert_eq!(rows(&grouped), rows(&expected));
+    }
+
+    #[test]
+    fn an_empty_batch_has_no_groups() {
+        assert!(group_by_key(&batch(0, 1), &[0], 4).is_empty());
+    }
+}

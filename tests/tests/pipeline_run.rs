@@ -261,4 +261,14 @@ fn a_batch_planned_before_a_crash_is_replayed_exactly_and_marked() {
     assert!(squeeze(next).contains("| u1 | 3 | 112 |"), "{printed}");
     let text = stdout(&eddy(&["state", "read", cp, "--changes", "1"]));
     assert!(text.contains("\"batch\":1"), "{text}");
+
+    // A batch planned with another number of sources is not re-run with these.
+    let offsets = serde_json::json!({"version": 1, "batchId": 3, "batchTimestampUs": 1_700_000_000_000_000i64,
+        "watermarkUs": null, "endOffsets": [null, null]});
+    std::fs::write(checkpoint.join("offsets/3"), offsets.to_string()).expect("offsets");
+    assert_eq!(
+        stderr(&eddy(&["run", &spec, "--checkpoint", cp])),
+        "error: batch 3 was planned with 2 source(s) and the pipeline now has 1; restore the pipeline's sources to \
+         let batch 3 finish, then change them\n"
+    );
 }

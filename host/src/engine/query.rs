@@ -111,6 +111,14 @@ impl Query {
         let started = Instant::now();
         let batch_id = self.next_batch;
         if let Some(record) = self.log.read_offsets(batch_id)? {
+            if record.end_offsets.len() != self.sources.len() {
+                anyhow::bail!(
+                    "batch {batch_id} was planned with {} source(s) and the pipeline now has {}; restore the \
+                     pipeline's sources to let batch {batch_id} finish, then change them",
+                    record.end_offsets.len(),
+                    self.sources.len()
+                );
+            }
             let mut planned = Vec::with_capacity(self.sources.len());
             for (source, end) in self.sources.iter_mut().zip(&record.end_offsets) {
                 planned.push(source.replan_batch(&self.store, batch_id, record.batch_timestamp_us, end)?);

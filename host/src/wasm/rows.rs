@@ -126,9 +126,11 @@ fn gather_column(array: &ArrayRef, indices: &[u32]) -> Column {
     Column { values, validity }
 }
 
-fn gather_var_len<'a>(values: impl Iterator<Item = &'a [u8]>) -> VarLen {
-    let mut data = Vec::new();
-    let mut offsets = vec![0u32];
+fn gather_var_len<'a>(values: impl ExactSizeIterator<Item = &'a [u8]> + Clone) -> VarLen {
+    // Sized up front: growing by doubling would copy each key's bytes several times.
+    let mut data = Vec::with_capacity(values.clone().map(<[u8]>::len).sum());
+    let mut offsets = Vec::with_capacity(values.len() + 1);
+    offsets.push(0u32);
     for value in values {
         data.extend_from_slice(value);
         offsets.push(data.len() as u32);

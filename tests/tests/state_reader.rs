@@ -137,3 +137,48 @@ fn a_past_batch_is_rebuilt_from_a_snapshot_and_the_change_log() {
         assert_eq!(read[0]["value"], json!(format!("v{batch}")), "batch {batch}");
     }
 }
+
+#[test]
+fn the_state_of_a_running_query_is_read_while_it_runs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir_all(dir.path().join("input")).expect("input dir");
+    let wasm = repo_root().join("build/wasm/scripted.wasm");
+    // No trigger: as fast as possible, until stopped.
+    let spec = format!(
+        "[[source]]\nformat = \"json\"\npath = \"input\"\nschema = \"key STRING, op STRING, name STRING, k STRING, v STRING\"\n\n\
+         [operator]\nmodule = {wasm:?}\nkey = [\"key\"]\n\n[operator.config]\nstate = [{{ name = \"v\", kind = \"value\" }}]\n\n\
+         [sink]\nformat = \"json\"\npath = \"out\"\n"
+    );
+    std::fs::write(dir.path().join("pipeline.toml"), spec).expect("spec");
+    let checkpoint = dir.path().join("checkpoint");
+    let cp = checkpoint.to_str().expect("path");
+    let mut query = Command::new(eddy_bin())
+        .args(["run", dir.path().join("pipeline.toml").to_str().expect("path"), "--checkpoint", cp])
+        .env("EDDY_LOG", "warn")
+        .spawn()
+        .expect("eddy starts");
+    // Waits until the running query's state shows `value` for key "a".
+    let wait_for = |value: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let output = Command::new(eddy_bin()).args(["state", "read", cp, "--var", "v"]).output().expect("reads");
+            let text = String::from_utf8_lossy(&output.stdout);
+            if output.status.success() && text.contains(&format!("\"value\":\"{value}\"")) {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "the state never showed {value}: {text}");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    std::fs::write(dir.path().join("input/0.jsonl"), command("value.set", "v", "", "x")).expect("file");
+    wait_for("x");
+    std::fs::write(dir.path().join("input/1.jsonl"), command("value.set", "v", "", "y")).expect("file");
+    wait_for("y");
+    let changes = eddy(&["state", "read", cp, "--changes", "0..1"]);
+    let values: Vec<&Value> = changes.iter().map(|change| &change["value"]).collect();
+    assert_eq!(values, [&json!("x"), &json!("y")], "{changes:?}");
+    assert_eq!(eddy(&["state", "metadata", cp])[0]["committedBatch"], 1);
+    assert!(query.try_wait().expect("status").is_none(), "the query kept running while it was read");
+    query.kill().expect("stopped");
+    query.wait().expect("reaped");
+}

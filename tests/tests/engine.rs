@@ -39,12 +39,13 @@ fn purchases(dir: &Path, files: usize) {
 }
 
 #[test]
-fn once_runs_a_single_batch() {
+fn once_runs_a_single_batch_of_everything_available() {
     let dir = tempfile::tempdir().expect("temp dir");
     purchases(dir.path(), 3);
+    // Like Spark's Once, the one batch ignores max-files-per-trigger.
     let spec = running_count_spec("[trigger]\nonce = true", "max-files-per-trigger = 1");
     let (summary, batches) = run(dir.path(), &spec, RunOptions::default());
-    assert_eq!((summary.batches, summary.input_rows), (1, 2));
+    assert_eq!((summary.batches, summary.input_rows), (1, 6));
     assert_eq!(batches[0].batch_id, 0);
 }
 

@@ -7,7 +7,8 @@
 //! - available now: what is there at the start, in as many batches as the source
 //!   limits allow, plus the batches that due timers and the moved watermark need;
 //!   then stop;
-//! - once: one batch, then stop.
+//! - once: what is there at the start in one batch (ignoring max-files-per-trigger,
+//!   like Spark's), then stop.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -157,6 +158,9 @@ pub fn run_pipeline(
         let now = now_micros();
         for source in &mut query.sources {
             source.bound_to_available_now(&query.store, now)?;
+            if trigger == TriggerSpec::Once {
+                source.lift_batch_limits();
+            }
         }
     }
     // A long available-now run shows a bar of the files it works through (on a terminal).

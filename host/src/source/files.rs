@@ -173,6 +173,10 @@ impl Source for FileSource {
         Ok(())
     }
 
+    fn lift_batch_limits(&mut self) {
+        self.max_files_per_trigger = None;
+    }
+
     fn next_batch(&mut self, store: &StateStore, batch_id: u64, _now_us: i64) -> Result<Option<SourceBatch>> {
         let files = self.pending(store)?;
         if files.is_empty() {

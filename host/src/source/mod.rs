@@ -52,6 +52,10 @@ pub trait Source: Send {
     /// calls never read past it.
     fn bound_to_available_now(&mut self, store: &StateStore, now_us: i64) -> Result<()>;
 
+    /// Drops per-batch limits such as max-files-per-trigger (the once trigger reads all
+    /// that is available in one batch, like Spark's).
+    fn lift_batch_limits(&mut self) {}
+
     /// The rows of the next batch given what the store has committed, or `None` when
     /// there is nothing new. A function of (committed store, files on disk, bound,
     /// `now_us`): called again after a batch failed (not committed), it plans the same

@@ -170,6 +170,24 @@ fn bad_specs_name_the_file_line_and_what_is_expected() {
             "error: {spec}:4: source[0].schema: column 2 ('amount MONEY'): unknown type MONEY; use one of STRING, BIGINT, DOUBLE, BOOLEAN, BINARY, TIMESTAMP\n"
         )
     );
+
+    let with_dead_letters = "[[source]]\nformat = \"json\"\npath = \"input\"\nschema = \"user STRING, amount BIGINT\"\n\
+                             on-bad-record = \"dead-letter\"\ndead-letter-path = \"bad\"\n\n";
+    let two_sources = format!(
+        "{with_dead_letters}{}",
+        valid_spec(wasm).replace(
+            "[[source]]",
+            "[[source]]\nname = \"late\"\non-bad-record = \"dead-letter\"\ndead-letter-path = \"bad\""
+        )
+    );
+    let spec = write_spec(dir.path(), &two_sources);
+    assert_eq!(
+        stderr(&eddy(&["run", &spec])),
+        format!(
+            "error: {spec}:11: source[1].dead-letter-path: source 'source-0' already writes its dead letters to {}; give each source its own directory\n",
+            dir.path().join("bad").display()
+        )
+    );
 }
 
 #[test]

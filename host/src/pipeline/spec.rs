@@ -149,6 +149,20 @@ impl Pipeline {
                     ),
                 ));
             }
+            if let BadRecordPolicy::DeadLetter(dir) = &spec.on_bad_record
+                && let Some(other) = sources.iter().find(|s| s.on_bad_record == spec.on_bad_record)
+                && let Some(path) = &source.dead_letter_path
+            {
+                return Err(at.at(
+                    path,
+                    &format!("source[{index}].dead-letter-path"),
+                    format!(
+                        "source '{}' already writes its dead letters to {}; give each source its own directory",
+                        other.name,
+                        dir.display()
+                    ),
+                ));
+            }
             sources.push(spec);
         }
         let watermark_policy = match raw.watermark_policy.as_ref().map(|p| (p.get_ref().as_str(), p)) {

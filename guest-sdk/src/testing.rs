@@ -101,8 +101,8 @@ impl<P: StatefulProcessor> HarnessBuilder<P> {
     }
 
     /// The input's event-time column, as a pipeline watermark would give it (none by
-    /// default). The harness hands every fed row to the processor: dropping late rows
-    /// for processors that do not accept them is the host's job.
+    /// default). Like the host, [`Harness::feed`] then drops rows older than the
+    /// watermark unless the processor accepts late rows.
     pub fn event_time_column(mut self, column: impl Into<String>) -> Self {
         self.event_time_column = Some(column.into());
         self
@@ -131,6 +131,7 @@ impl<P: StatefulProcessor> HarnessBuilder<P> {
             key_schema,
             processing_time: self.processing_time,
             watermark: self.watermark,
+            event_time_column: self.event_time_column,
             logs,
         })
     }
@@ -143,6 +144,7 @@ pub struct Harness<P> {
     key_schema: Rc<Schema>,
     processing_time: i64,
     watermark: Option<i64>,
+    event_time_column: Option<String>,
     logs: Vec<LogRecord>,
 }
 
@@ -219,14 +221,39 @@ impl<P: StatefulProcessor> Harness<P> {
     }
 
     /// Calls `handle_input_rows` for `key` with `rows` (each in input-schema order)
-    /// at the current clocks, and returns the rows it output.
+    /// at the current clocks, and returns the rows it output. As on the host, rows
+    /// older than the watermark (by the event-time column) are dropped first unless the
+    /// processor accepts late rows; when none is left, the processor is not called.
     pub fn feed<'v, R: AsRef<[Datum<'v>]>>(&mut self, key: &[Datum<'_>], rows: &[R]) -> Result<Rows> {
-        let rows = build(self.driver.input_schema().clone(), rows).map_err(|e| e.context("input"))?;
+        let on_time = self.on_time(rows)?;
+        if on_time.is_empty() && !rows.is_empty() {
+            return Ok(self.driver.output().finish());
+        }
+        let rows = build(self.driver.input_schema().clone(), &on_time).map_err(|e| e.context("input"))?;
         let (key, key_bytes) = self.key(key)?;
         let snapshot = self.memory.borrow().clone();
         let mut output = self.driver.output();
         self.call(key_bytes, &snapshot, |driver, tv| driver.handle_input_rows(&key, &rows, tv, &mut output))?;
         Ok(output.finish())
+    }
+
+    /// The rows the host would hand over: those older than the watermark are left out
+    /// when there is an event-time column and the processor does not accept late rows.
+    fn on_time<'r, 'v, R: AsRef<[Datum<'v>]>>(&self, rows: &'r [R]) -> Result<Vec<&'r R>> {
+        let column = match (&self.event_time_column, self.watermark, self.driver.spec().accepts_late_rows) {
+            (Some(column), Some(_), false) => column,
+            _ => return Ok(rows.iter().collect()),
+        };
+        let index = self
+            .driver
+            .input_schema()
+            .index_of(column)
+            .ok_or_else(|| Error::msg(format!("the event-time column `{column}` is not in the input schema")))?;
+        let watermark = self.watermark.unwrap_or(i64::MIN);
+        Ok(rows
+            .iter()
+            .filter(|row| !matches!(row.as_ref().get(index), Some(Datum::Timestamp(at)) if *at < watermark))
+            .collect())
     }
 
     /// Calls `handle_initial_state` for `key` with `rows` in the schema the processor

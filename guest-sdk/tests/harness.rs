@@ -257,3 +257,48 @@ fn rows_read_by_row_and_by_column() -> Result<()> {
     assert_eq!(rows.to_values()[0][3], Value::Timestamp(10));
     Ok(())
 }
+
+/// Counts the rows each call gets; `{"late": true}` makes it accept late rows.
+struct RowCounter;
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct CounterConfig {
+    late: bool,
+}
+
+impl StatefulProcessor for RowCounter {
+    fn init(ctx: &mut InitContext) -> Result<Self> {
+        let config: CounterConfig = ctx.config()?;
+        ctx.set_time_mode(TimeMode::EventTime);
+        ctx.set_accepts_late_rows(config.late);
+        ctx.set_output_schema(Schema::parse("rows BIGINT")?);
+        Ok(RowCounter)
+    }
+
+    fn handle_input_rows(&mut self, _: &Key, rows: &Rows, _: &TimerValues, out: &mut Output) -> Result<()> {
+        out.append_row(&row![rows.len() as i64])
+    }
+}
+
+fn counter(config: &str, event_time_column: bool) -> Result<Harness<RowCounter>> {
+    let builder =
+        Harness::<RowCounter>::builder("k STRING, ts TIMESTAMP", "k STRING").config(config).watermark(10 * SEC);
+    if event_time_column { builder.event_time_column("ts") } else { builder }.build()
+}
+
+#[test]
+fn rows_older_than_the_watermark_are_dropped_like_the_host_does() -> Result<()> {
+    let counted = |h: &mut Harness<RowCounter>, times: &[i64]| -> Result<Vec<Vec<Value>>> {
+        let rows: Vec<_> = times.iter().map(|t| row!["a", eddy_guest::Datum::Timestamp(*t)]).collect();
+        Ok(h.feed(&row!["a"], &rows)?.to_values())
+    };
+    let mut dropping = counter("{}", true)?;
+    assert_eq!(counted(&mut dropping, &[5 * SEC, 10 * SEC, 15 * SEC])?, vec![vec![Value::from(2)]], "5 s is late");
+    assert!(counted(&mut dropping, &[9 * SEC])?.is_empty(), "only late rows: the processor is not called");
+    let mut accepting = counter("{\"late\": true}", true)?;
+    assert_eq!(counted(&mut accepting, &[5 * SEC, 15 * SEC])?, vec![vec![Value::from(2)]]);
+    let mut without_event_time = counter("{}", false)?;
+    assert_eq!(counted(&mut without_event_time, &[5 * SEC])?, vec![vec![Value::from(1)]]);
+    Ok(())
+}

@@ -10,7 +10,10 @@ use arrow::datatypes::{Field as ArrowField, Schema, SchemaRef};
 
 use super::grouping::{KeyRows, group_by_key};
 use super::key;
-use crate::state::{KeyScope, StateTxn, Timers, VariableDecl, evict_expired};
+use crate::state::{KeyScope, StateKind, StateTxn, Timers, VariableDecl, evict_expired};
+
+/// How many keys' value and list state is read ahead in one batched lookup.
+const PREFETCH_KEYS: usize = 1024;
 use crate::wasm::rows::{OutputRows, arrow_type, contract_type, gather, key_label};
 use crate::wasm::{
     ExpiredTimer, Field, InitContext, InstanceLimits, Module, OutputMode, ProcessorInstance, ProcessorSpec, RowBatch,
@@ -219,11 +222,30 @@ impl WasmOperator {
         time: BatchTime,
         outputs: &mut OutputRows,
     ) -> Result<()> {
-        for (key_group, encoded, rows) in groups {
-            let key_values = self.enter_key(self.scope(*key_group, encoded.clone(), time))?;
-            let batch = gather(input, rows);
-            let returned = self.instance.handle_input_rows(&key_values, &batch, Self::timer_values(time))?;
-            self.collect(returned, "handle-input-rows", &key_values, outputs)?;
+        // Values and lists are one entry per key: read ahead in batched lookups.
+        let read_ahead: Vec<VariableDecl> = self
+            .state_variables()
+            .into_iter()
+            .filter(|decl| matches!(decl.kind, StateKind::Value | StateKind::List))
+            .collect();
+        for chunk in groups.chunks(PREFETCH_KEYS) {
+            if !read_ahead.is_empty() {
+                let mut keys: Vec<Vec<u8>> = chunk
+                    .iter()
+                    .flat_map(|(key_group, encoded, _)| {
+                        let scope = self.scope(*key_group, encoded.clone(), time);
+                        read_ahead.iter().map(move |decl| scope.var_key(decl))
+                    })
+                    .collect();
+                keys.sort_unstable();
+                self.instance.txn_mut().context("no state transaction during the batch")?.prefetch_state(keys)?;
+            }
+            for (key_group, encoded, rows) in chunk {
+                let key_values = self.enter_key(self.scope(*key_group, encoded.clone(), time))?;
+                let batch = gather(input, rows);
+                let returned = self.instance.handle_input_rows(&key_values, &batch, Self::timer_values(time))?;
+                self.collect(returned, "handle-input-rows", &key_values, outputs)?;
+            }
         }
         Ok(())
     }

@@ -80,7 +80,8 @@ impl KeyScope {
         &self.key
     }
 
-    fn var_key(&self, decl: &VariableDecl) -> Vec<u8> {
+    /// The state key of a value or list variable (a map's entries are under it).
+    pub fn var_key(&self, decl: &VariableDecl) -> Vec<u8> {
         layout::variable_key(&self.prefix, &decl.name)
     }
 

@@ -9,7 +9,7 @@ GUEST_CRATES := running-count alert-suppression freezer-stats scripted noop boun
 GUEST_WASM   := running_count alert_suppression freezer_stats scripted noop boundary_probe future_contract
 WASM_DIR     := build/wasm
 
-.PHONY: deps guests build demo test bench bench-e2e clean
+.PHONY: deps guests build demo test bench bench-e2e bench-recovery clean
 
 deps:
 	@scripts/install-deps.sh
@@ -40,6 +40,9 @@ bench: guests
 
 bench-e2e: guests
 	scripts/bench-e2e.sh
+
+bench-recovery: guests
+	scripts/bench-recovery.sh
 
 clean:
 	rm -rf build

@@ -4,7 +4,8 @@
 # UPDATE events (default 2 M, over existing users) is started and the process is
 # SIGKILLed KILL_AFTER seconds (default 0.5) after the batch was planned. The restart replays that batch; the script prints how
 # long the restart took in all, how much of it was the replayed batch, and the rest
-# (opening the store after the crash, loading the module, planning). KEEP=1 keeps the
+# (opening the store after the crash, loading the module, planning), and the restart's
+# peak memory. KEEP=1 keeps the
 # work directory (printed) for a closer look.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -80,8 +81,9 @@ fi
 echo "killed:            during batch $next ($UPDATE events), ${KILL_AFTER} s after it was planned"
 
 started=$(date +%s.%N)
-"$eddy" run "$work/pipeline.toml" --checkpoint "$work/checkpoint" 2> "$work/restart.txt"
+/usr/bin/time -v "$eddy" run "$work/pipeline.toml" --checkpoint "$work/checkpoint" 2> "$work/restart.txt"
 total=$(python3 -c "print($(date +%s.%N) - $started)")
+peak_kb=$(grep "Maximum resident set size" "$work/restart.txt" | awk '{print $NF}')
 [ -f "$work/checkpoint/commits/$next" ] || { echo "batch $next was not committed after the restart" >&2; exit 1; }
 batch_ms=$(python3 -c "import json; print(json.load(open('$work/checkpoint/progress/$next.json'))['durationMs']['triggerExecution'])")
 python3 - "$total" "$batch_ms" <<'PY'
@@ -91,3 +93,4 @@ print(f"restart, in all:   {total:.2f} s (until the replayed batch was committed
 print(f"replayed batch:    {batch:.2f} s")
 print(f"recovery overhead: {total - batch:.2f} s (store open after the crash, module load, planning)")
 PY
+echo "peak memory (RSS): $((peak_kb / 1024)) MiB (the restart)"

@@ -15,14 +15,46 @@ use super::key;
 
 /// One key's rows of a batch: its key group, its encoded key, and the indices of its
 /// rows in input order.
-pub type KeyRows = (u16, Vec<u8>, Vec<u32>);
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyRows<'a> {
+    /// The key group the key hashes into.
+    pub key_group: u16,
+    /// The encoded key.
+    pub key: &'a [u8],
+    /// Its rows' indices in the batch.
+    pub rows: &'a [u32],
+}
+
+/// A batch's rows grouped by key: every key's bytes in one arena and every row index
+/// in one array (no allocation per key).
+pub struct Grouped {
+    keys: Keys,
+    /// The row indices, key after key.
+    rows: Vec<u32>,
+    /// Per key in (key group, key) order: its group, its id in `keys`, its rows' range.
+    order: Vec<(u16, u32, std::ops::Range<usize>)>,
+}
+
+impl Grouped {
+    /// Every key with its rows, in (key group, key) order.
+    pub fn keys(&self) -> Vec<KeyRows<'_>> {
+        self.order
+            .iter()
+            .map(|(key_group, id, rows)| KeyRows {
+                key_group: *key_group,
+                key: self.keys.bytes(*id),
+                rows: &self.rows[rows.clone()],
+            })
+            .collect()
+    }
+}
 
 /// No further key with the same hash.
 const END: u32 = u32::MAX;
 
 /// The rows of `input` grouped by the key in `key_indices`, ordered by key group then
 /// encoded key.
-pub fn group_by_key(input: &RecordBatch, key_indices: &[usize], key_groups: u16) -> Vec<KeyRows> {
+pub fn group_by_key(input: &RecordBatch, key_indices: &[usize], key_groups: u16) -> Grouped {
     group_with_hash(input, key_indices, key_groups, key::hash)
 }
 
@@ -59,7 +91,7 @@ fn group_with_hash(
     key_indices: &[usize],
     key_groups: u16,
     hash_of: impl Fn(&[u8]) -> u64,
-) -> Vec<KeyRows> {
+) -> Grouped {
     let key_columns: Vec<ArrayRef> = key_indices.iter().map(|&i| input.column(i).clone()).collect();
     let rows = input.num_rows();
     let mut keys = Keys::default();
@@ -112,14 +144,14 @@ fn group_with_hash(
         sorted[*at] = row as u32;
         *at += 1;
     }
-    order
+    let order = order
         .into_iter()
         .map(|id| {
             let start = starts[id as usize];
-            let rows = sorted[start..start + counts[id as usize] as usize].to_vec();
-            (groups[id as usize], keys.bytes(id).to_vec(), rows)
+            (groups[id as usize], id, start..start + counts[id as usize] as usize)
         })
-        .collect()
+        .collect();
+    Grouped { keys, rows: sorted, order }
 }
 
 /// A hasher for keys that already are good hashes.
@@ -160,8 +192,14 @@ mod tests {
         RecordBatch::try_new(Arc::new(schema), vec![Arc::new(names), Arc::new(numbers)]).expect("batch")
     }
 
+    type Owned = Vec<(u16, Vec<u8>, Vec<u32>)>;
+
+    fn owned(grouped: &Grouped) -> Owned {
+        grouped.keys().iter().map(|k| (k.key_group, k.key.to_vec(), k.rows.to_vec())).collect()
+    }
+
     /// The grouping by a plain ordered map, for comparison.
-    fn reference(input: &RecordBatch, key_groups: u16) -> Vec<KeyRows> {
+    fn reference(input: &RecordBatch, key_groups: u16) -> Owned {
         let columns = input.columns().to_vec();
         let mut map: BTreeMap<(u16, Vec<u8>), Vec<u32>> = BTreeMap::new();
         for row in 0..input.num_rows() {
@@ -176,7 +214,7 @@ mod tests {
     #[test]
     fn groups_like_an_ordered_map() {
         let input = batch(5_000, 321);
-        let grouped = group_by_key(&input, &[0, 1], 16);
+        let grouped = owned(&group_by_key(&input, &[0, 1], 16));
         // 256 named keys, and the 65 whose name is null fold into (null, -1 | 0 | 1).
         assert_eq!(grouped.len(), 256 + 3);
         assert_eq!(grouped, reference(&input, 16));
@@ -186,10 +224,10 @@ mod tests {
     fn keys_whose_hashes_collide_stay_apart() {
         let input = batch(2_000, 50);
         // Every key hashes alike: they all share one chain.
-        let grouped = group_with_hash(&input, &[0, 1], 8, |encoded| key::hash(encoded) % 3);
+        let grouped = owned(&group_with_hash(&input, &[0, 1], 8, |encoded| key::hash(encoded) % 3));
         let expected = reference(&input, 8);
         assert_eq!(grouped.len(), expected.len());
-        let rows = |groups: &[KeyRows]| -> BTreeMap<Vec<u8>, Vec<u32>> {
+        let rows = |groups: &Owned| -> BTreeMap<Vec<u8>, Vec<u32>> {
             groups.iter().map(|(_, key, rows)| (key.clone(), rows.clone())).collect()
         };
         assert_eq!(rows(&grouped), rows(&expected));
@@ -197,6 +235,6 @@ mod tests {
 
     #[test]
     fn an_empty_batch_has_no_groups() {
-        assert!(group_by_key(&batch(0, 1), &[0], 4).is_empty());
+        assert!(group_by_key(&batch(0, 1), &[0], 4).keys().is_empty());
     }
 }

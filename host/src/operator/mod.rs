@@ -5,7 +5,7 @@ pub mod key;
 mod shards;
 mod wasm_operator;
 
-pub use grouping::{KeyRows, group_by_key};
+pub use grouping::{Grouped, KeyRows, group_by_key};
 pub use shards::{ShardedOperator, ShardedOutput, key_group_ranges};
 pub use wasm_operator::{BatchTime, OperatorOptions, OperatorOutput, WasmOperator};
 

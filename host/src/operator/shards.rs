@@ -109,21 +109,24 @@ impl ShardedOperator {
 
     /// Runs one batch on every shard in parallel.
     pub fn run_batch(&mut self, txns: Vec<StateTxn>, input: &RecordBatch, time: BatchTime) -> Result<ShardedOutput> {
-        let groups = group_by_key(input, self.first().key_indices(), self.key_groups);
-        let mut per_shard: Vec<Vec<KeyRows>> = self.ranges.iter().map(|_| Vec::new()).collect();
-        let mut shard = 0;
-        for group in groups {
-            while !self.ranges[shard].contains(&group.0) {
-                shard += 1;
-            }
-            per_shard[shard].push(group);
-        }
+        let grouped = group_by_key(input, self.first().key_indices(), self.key_groups);
+        let keys = grouped.keys();
+        // Keys come in key-group order and each shard owns a run of key groups: a slice each.
+        let per_shard: Vec<&[KeyRows]> = self
+            .ranges
+            .iter()
+            .map(|range| {
+                let start = keys.partition_point(|key| key.key_group < range.start);
+                let end = keys.partition_point(|key| key.key_group < range.end);
+                &keys[start..end]
+            })
+            .collect();
         let results: Vec<Result<_>> = std::thread::scope(|scope| {
             let handles: Vec<_> = self
                 .shards
                 .iter_mut()
                 .zip(txns)
-                .zip(&per_shard)
+                .zip(per_shard)
                 .map(|((operator, txn), groups)| scope.spawn(move || operator.run_grouped(txn, input, groups, time)))
                 .collect();
             handles

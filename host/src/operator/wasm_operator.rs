@@ -140,8 +140,8 @@ impl WasmOperator {
     /// Runs one batch: every key's input rows, then every due timer, then TTL
     /// eviction. On error nothing of the batch is kept (the transaction is dropped).
     pub fn run_batch(&mut self, txn: StateTxn, input: &RecordBatch, time: BatchTime) -> Result<OperatorOutput> {
-        let groups = group_by_key(input, &self.key_indices, self.options.key_groups);
-        self.run_grouped(txn, input, &groups, time)
+        let grouped = group_by_key(input, &self.key_indices, self.options.key_groups);
+        self.run_grouped(txn, input, &grouped.keys(), time)
     }
 
     /// Like [`WasmOperator::run_batch`] with the input already grouped by key (only
@@ -192,11 +192,11 @@ impl WasmOperator {
             .collect::<Result<Vec<_>>>()?;
         self.instance.start_batch(txn, time.processing_time, time.batch_id);
         let result = (|| {
-            let groups = group_by_key(rows, &key_indices, self.options.key_groups);
-            let owned = groups.into_iter().filter(|(key_group, ..)| self.options.key_group_range.contains(key_group));
-            for (key_group, encoded, indices) in owned.collect::<Vec<_>>() {
-                let key_values = self.enter_key(self.scope(key_group, encoded, time))?;
-                self.instance.handle_initial_state(&key_values, &gather(rows, &indices), Self::timer_values(time))?;
+            let grouped = group_by_key(rows, &key_indices, self.options.key_groups);
+            let owned = grouped.keys().into_iter().filter(|k| self.options.key_group_range.contains(&k.key_group));
+            for key in owned.collect::<Vec<_>>() {
+                let key_values = self.enter_key(self.scope(key.key_group, key.key.to_vec(), time))?;
+                self.instance.handle_initial_state(&key_values, &gather(rows, key.rows), Self::timer_values(time))?;
             }
             Ok(())
         })();
@@ -232,17 +232,17 @@ impl WasmOperator {
             if !read_ahead.is_empty() {
                 let mut keys: Vec<Vec<u8>> = chunk
                     .iter()
-                    .flat_map(|(key_group, encoded, _)| {
-                        let scope = self.scope(*key_group, encoded.clone(), time);
+                    .flat_map(|key| {
+                        let scope = self.scope(key.key_group, key.key.to_vec(), time);
                         read_ahead.iter().map(move |decl| scope.var_key(decl))
                     })
                     .collect();
                 keys.sort_unstable();
                 self.instance.txn_mut().context("no state transaction during the batch")?.prefetch_state(keys)?;
             }
-            for (key_group, encoded, rows) in chunk {
-                let key_values = self.enter_key(self.scope(*key_group, encoded.clone(), time))?;
-                let batch = gather(input, rows);
+            for key in chunk {
+                let key_values = self.enter_key(self.scope(key.key_group, key.key.to_vec(), time))?;
+                let batch = gather(input, key.rows);
                 let returned = self.instance.handle_input_rows(&key_values, &batch, Self::timer_values(time))?;
                 self.collect(returned, "handle-input-rows", &key_values, outputs)?;
             }

@@ -6,6 +6,7 @@
 # Prints events per second and the peak resident memory of the eddy process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/bench-pipeline.sh
 EVENTS=${EVENTS:-2000000}
 KEYS=${KEYS:-100000}
 FILES=${FILES:-20}
@@ -26,27 +27,7 @@ for f in range(files):
         handle.writelines(lines)
 PY
 
-cat > "$work/pipeline.toml" <<TOML
-name = "bench-e2e"
-
-[[source]]
-format = "json"
-path = "input"
-$([ -n "$MAX_FILES" ] && echo "max-files-per-trigger = $MAX_FILES")
-schema = "user STRING, amount BIGINT"
-
-[operator]
-module = "$PWD/build/wasm/running_count.wasm"
-key = ["user"]
-output-mode = "update"
-
-[sink]
-format = "parquet"
-path = "out"
-
-[trigger]
-available-now = true
-TOML
+running_count_pipeline "$work/pipeline.toml" bench-e2e "$MAX_FILES"
 
 cargo build --release -p eddy --quiet
 input_bytes=$(du -sb "$work/input" | cut -f1)

@@ -9,6 +9,7 @@
 # work directory (printed) for a closer look.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/bench-pipeline.sh
 KEYS=${KEYS:-10000000}
 UPDATE=${UPDATE:-2000000}
 KILL_AFTER=${KILL_AFTER:-0.5}
@@ -28,27 +29,7 @@ for f in range(files):
         handle.writelines(f'{{"user":"user-{k:09d}","amount":1}}\n' for k in range(f * per_file, (f + 1) * per_file))
 PY
 
-cat > "$work/pipeline.toml" <<TOML
-name = "bench-recovery"
-
-[[source]]
-format = "json"
-path = "input"
-max-files-per-trigger = 4
-schema = "user STRING, amount BIGINT"
-
-[operator]
-module = "$PWD/build/wasm/running_count.wasm"
-key = ["user"]
-output-mode = "update"
-
-[sink]
-format = "parquet"
-path = "out"
-
-[trigger]
-available-now = true
-TOML
+running_count_pipeline "$work/pipeline.toml" bench-recovery 4
 
 cargo build --release -p eddy --quiet
 eddy="$target/release/eddy"

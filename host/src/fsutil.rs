@@ -25,6 +25,18 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Reads the JSON record at `path`, `None` when there is none; `what` names it in the
+/// error when it does not parse.
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<Option<T>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let record = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not {what}; restore it or start from a new checkpoint", path.display()))?;
+    Ok(Some(record))
+}
+
 /// Deletes what interrupted atomic writes left in `dir` (a crash between writing and
 /// renaming): hidden entries named `.….tmp`, files or directories. Returns how many.
 /// Call it only on directories no other process writes (a checkpoint's, under its

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::fsutil::write_atomic;
+use crate::fsutil::{read_json, write_atomic};
 
 /// Version of the records' format.
 const VERSION: u32 = 1;
@@ -54,17 +54,9 @@ impl Metadata {
     /// Reads `checkpoint/metadata` (None for a new query).
     pub fn read(checkpoint: &Path) -> Result<Option<Self>> {
         let path = checkpoint.join("metadata");
-        if !path.exists() {
-            return Ok(None);
-        }
-        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-        let metadata: Metadata = serde_json::from_str(&text).with_context(|| {
-            format!("{} is not an eddy checkpoint's metadata; restore it or use a new checkpoint", path.display())
-        })?;
-        if metadata.version != VERSION {
-            anyhow::bail!("{} has format version {}, this eddy reads {VERSION}", path.display(), metadata.version);
-        }
-        Ok(Some(metadata))
+        let metadata: Option<Metadata> = read_json(&path, "an eddy checkpoint's metadata")?;
+        check_version(&path, metadata.as_ref().map(|m| m.version))?;
+        Ok(metadata)
     }
 
     /// Records the pipeline a query runs with — once its state was found compatible —
@@ -176,17 +168,9 @@ impl BatchLog {
     /// Batch N's plan, if one was recorded.
     pub fn read_offsets(&self, batch_id: u64) -> Result<Option<OffsetsRecord>> {
         let path = self.offsets.join(batch_id.to_string());
-        if !path.exists() {
-            return Ok(None);
-        }
-        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-        let record: OffsetsRecord = serde_json::from_str(&text).with_context(|| {
-            format!("{} is not an offsets record; restore it or start from a new checkpoint", path.display())
-        })?;
-        if record.version != VERSION {
-            anyhow::bail!("{} has format version {}, this eddy reads {VERSION}", path.display(), record.version);
-        }
-        Ok(Some(record))
+        let record: Option<OffsetsRecord> = read_json(&path, "an offsets record")?;
+        check_version(&path, record.as_ref().map(|r| r.version))?;
+        Ok(record)
     }
 
     /// Records that batch N committed, with the watermark for the next batch.
@@ -226,6 +210,16 @@ impl BatchLog {
             }
         }
         Ok(())
+    }
+}
+
+/// Refuses a record of another format version than this eddy's.
+fn check_version(path: &Path, version: Option<u32>) -> Result<()> {
+    match version {
+        Some(version) if version != VERSION => {
+            anyhow::bail!("{} has format version {version}, this eddy reads {VERSION}", path.display())
+        }
+        _ => Ok(()),
     }
 }
 

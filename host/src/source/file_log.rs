@@ -5,10 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::fsutil::write_atomic;
+use crate::fsutil::{read_json, write_atomic};
 
 /// Version of the log entries' format.
 const VERSION: u32 = 1;
@@ -53,15 +53,12 @@ impl FileSourceLog {
     /// The files batch `batch_id` was planned to read.
     pub fn read(&self, batch_id: u64) -> Result<Vec<LoggedFile>> {
         let path = self.dir.join(batch_id.to_string());
-        let text = std::fs::read_to_string(&path).with_context(|| {
-            format!(
-                "cannot read {}, the files batch {batch_id} was planned to read; restore it or start from a new checkpoint",
+        let Some(entry) = read_json::<Entry>(&path, "a file source log entry")? else {
+            bail!(
+                "{} is missing: it lists the files batch {batch_id} was planned to read; restore it or start from a new checkpoint",
                 path.display()
-            )
-        })?;
-        let entry: Entry = serde_json::from_str(&text).with_context(|| {
-            format!("{} is not a file source log entry; restore it or start from a new checkpoint", path.display())
-        })?;
+            );
+        };
         if entry.version != VERSION || entry.batch_id != batch_id {
             bail!(
                 "{} holds format version {} for batch {} (this eddy reads version {VERSION}, batch {batch_id} expected)",

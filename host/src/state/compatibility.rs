@@ -83,7 +83,7 @@ fn write_schema_file(checkpoint: &Path, operator: u16, schema: &OperatorStateSch
         .and_then(|raw| serde_json::from_slice::<serde_json::Value>(&raw).ok())
         .and_then(|file| serde_json::from_value(file.get("operators")?.clone()).ok())
         .unwrap_or_default();
-    if operators.get(&operator.to_string()) == Some(schema) && path.exists() {
+    if operators.get(&operator.to_string()) == Some(schema) {
         return Ok(());
     }
     operators.insert(operator.to_string(), schema.clone());

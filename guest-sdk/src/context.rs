@@ -6,34 +6,11 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::{Error, Result};
+use crate::modes::{OutputMode, TimeMode};
 use crate::schema::Schema;
 use crate::state::{ListState, MapState, Ttl, ValueState};
 use crate::store::Store;
 use crate::timers::Timers;
-
-/// How the processor reasons about time; fixes the domain of its timers.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum TimeMode {
-    /// No timers.
-    #[default]
-    None,
-    /// Timers fire when a batch's processing time reaches them.
-    ProcessingTime,
-    /// Timers fire when the watermark reaches them.
-    EventTime,
-}
-
-/// What the sink does with the rows a processor returns (Spark's output modes).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum OutputMode {
-    /// Rows are final once returned; they are only ever added.
-    #[default]
-    Append,
-    /// Rows are the new version of a result for their key.
-    Update,
-    /// Every trigger outputs the whole result.
-    Complete,
-}
 
 /// The kind of a state variable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

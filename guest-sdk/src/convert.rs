@@ -3,9 +3,10 @@
 use std::rc::Rc;
 
 use crate::bindings::eddy::processor::types as wit;
-use crate::context::{OutputMode, Spec, StateKind, TimeMode};
+use crate::context::{Spec, StateKind};
 use crate::error::{Error, Result};
 use crate::key::Key;
+use crate::modes::{OutputMode, TimeMode};
 use crate::rows::{ColumnData, Rows, Values, check_offsets};
 use crate::schema::{DataType, Field, Schema};
 use crate::timers::{ExpiredTimer, TimerValues};

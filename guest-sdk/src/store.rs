@@ -5,8 +5,8 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::Rc;
 
-use crate::context::TimeMode;
 use crate::error::{Error, Result};
+use crate::modes::TimeMode;
 
 /// The shared context of every handle of one processor instance.
 pub(crate) struct Store {

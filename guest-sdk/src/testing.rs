@@ -20,10 +20,11 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 
-use crate::context::{InitContext, OutputMode, TimeMode};
+use crate::context::InitContext;
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::log::{LogRecord, capture_start, capture_take};
+use crate::modes::{OutputMode, TimeMode};
 use crate::output::BatchBuilder;
 use crate::processor::{Driver, StatefulProcessor};
 use crate::rows::Rows;

@@ -3,8 +3,8 @@
 use std::rc::Rc;
 
 use crate::bindings::eddy::processor::timers as host;
-use crate::context::TimeMode;
 use crate::error::{Error, Result};
+use crate::modes::TimeMode;
 use crate::store::{Backend, Store};
 
 /// The clocks of the current batch; constant within a batch, so a replayed batch sees

@@ -11,9 +11,11 @@ use std::sync::Arc;
 use arrow::array::{Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use eddy::contract::OutputMode;
 use eddy::operator::{BatchTime, OperatorOptions, WasmOperator};
+use eddy::pipeline::InstanceLimits;
 use eddy::state::StateStore;
-use eddy::wasm::{InstanceLimits, OutputMode, WasmRuntime};
+use eddy::wasm::WasmRuntime;
 
 const ROWS_PER_BATCH: usize = 100_000;
 

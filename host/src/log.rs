@@ -3,8 +3,6 @@
 
 use std::sync::OnceLock;
 
-use crate::wasm::LogLevel;
-
 fn threshold() -> u8 {
     static THRESHOLD: OnceLock<u8> = OnceLock::new();
     *THRESHOLD.get_or_init(|| match std::env::var("EDDY_LOG").as_deref() {
@@ -16,25 +14,34 @@ fn threshold() -> u8 {
     })
 }
 
-fn rank(level: LogLevel) -> u8 {
-    match level {
-        LogLevel::Trace => 0,
-        LogLevel::Debug => 1,
-        LogLevel::Info => 2,
-        LogLevel::Warn => 3,
-        LogLevel::Error => 4,
-    }
+/// How important a message is, least first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Step-by-step detail.
+    Trace,
+    /// Detail for debugging.
+    Debug,
+    /// Normal operation.
+    Info,
+    /// Something looks wrong.
+    Warn,
+    /// Something failed.
+    Error,
+}
+
+fn rank(level: Level) -> u8 {
+    level as u8
 }
 
 /// A message a guest logged while handling `key`.
-pub fn guest(module: &str, key: &str, level: LogLevel, message: &str) {
+pub fn guest(module: &str, key: &str, level: Level, message: &str) {
     if rank(level) >= threshold() {
         let level = match level {
-            LogLevel::Trace => "TRACE",
-            LogLevel::Debug => "DEBUG",
-            LogLevel::Info => "INFO",
-            LogLevel::Warn => "WARN",
-            LogLevel::Error => "ERROR",
+            Level::Trace => "TRACE",
+            Level::Debug => "DEBUG",
+            Level::Info => "INFO",
+            Level::Warn => "WARN",
+            Level::Error => "ERROR",
         };
         eprintln!("[{level} {module} key={key}] {message}");
     }
@@ -42,14 +49,14 @@ pub fn guest(module: &str, key: &str, level: LogLevel, message: &str) {
 
 /// A warning from eddy itself.
 pub fn warn(message: &str) {
-    if rank(LogLevel::Warn) >= threshold() {
+    if rank(Level::Warn) >= threshold() {
         eprintln!("eddy: warning: {message}");
     }
 }
 
 /// Information from eddy itself.
 pub fn info(message: &str) {
-    if rank(LogLevel::Info) >= threshold() {
+    if rank(Level::Info) >= threshold() {
         eprintln!("eddy: {message}");
     }
 }

@@ -6,9 +6,11 @@ use std::sync::Arc;
 
 use arrow::array::{Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use eddy::contract::OutputMode;
 use eddy::operator::{BatchTime, OperatorOptions, WasmOperator};
+use eddy::pipeline::InstanceLimits;
 use eddy::state::StateStore;
-use eddy::wasm::{InstanceLimits, Module, OutputMode, WasmRuntime};
+use eddy::wasm::{Module, WasmRuntime};
 
 /// The repository's root directory.
 pub fn repo_root() -> PathBuf {

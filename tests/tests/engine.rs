@@ -160,7 +160,10 @@ fn every_batch_leaves_a_progress_record_with_spark_s_fields() {
     let dir = tempfile::tempdir().expect("temp dir");
     two_sources(dir.path());
     let (_, batches) = run(dir.path(), &alert_spec("max"), RunOptions::default());
-    let log = eddy::progress::ProgressLog::open_existing(&dir.path().join("checkpoint")).expect("progress");
+    let log = eddy::checkpoint::CheckpointDir::new(dir.path().join("checkpoint"))
+        .progress()
+        .open_existing()
+        .expect("progress");
     let records = log.all().expect("records");
     assert_eq!(records.len(), batches.len());
     let second: serde_json::Value = serde_json::to_value(&records[1]).expect("json");
@@ -205,7 +208,7 @@ fn a_due_processing_time_timer_runs_a_batch_without_input() {
     assert_eq!((batches[0].input_rows, batches[0].output_rows), (1, 1), "RAISE");
     let second = &batches[1];
     assert_eq!(
-        (second.input_rows, second.timers_fired, second.output_rows),
+        (second.input_rows, second.stages[0].timers_fired, second.output_rows),
         (0, 1, 1),
         "REMINDER from the timer alone"
     );

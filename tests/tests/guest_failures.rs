@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
+use eddy::pipeline::InstanceLimits;
 use eddy::state::StateStore;
-use eddy::wasm::{GuestError, GuestProblem, InstanceLimits, WasmRuntime};
+use eddy::wasm::{GuestError, GuestProblem, WasmRuntime};
 use eddy_tests::{Scripted, cmd, load, wasm};
 use serde_json::json;
 

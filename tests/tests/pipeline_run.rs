@@ -200,7 +200,8 @@ fn a_bad_record_names_its_file_and_line_and_commits_nothing() {
     let checkpoint = dir.path().join("checkpoint");
     let message = stderr(&eddy(&["run", &spec, "--checkpoint", checkpoint.to_str().expect("path")]));
     assert!(message.starts_with(&format!("error: {}:2: bad record: ", bad.display())), "{message}");
-    let store = eddy::state::StateStore::open(&eddy::state::paths::store_dir(&checkpoint)).expect("store");
+    let store =
+        eddy::state::StateStore::open(&eddy::checkpoint::CheckpointDir::new(&checkpoint).store_dir()).expect("store");
     assert_eq!(store.committed_batch().expect("readable"), None);
 }
 

@@ -1,7 +1,7 @@
 //! The guest's sandbox: clocks answer the batch's processing time, randomness is
 //! seeded from the batch id, and there is no environment, argument or file system.
 
-use eddy::wasm::InstanceLimits;
+use eddy::pipeline::InstanceLimits;
 use eddy_tests::{Scripted, cmd};
 use serde_json::json;
 

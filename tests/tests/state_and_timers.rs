@@ -1,8 +1,8 @@
 //! State variables and timers through the real boundary: the `scripted` component on
 //! a real RocksDB store.
 
+use eddy::pipeline::InstanceLimits;
 use eddy::state::StateStore;
-use eddy::wasm::InstanceLimits;
 use eddy_tests::{Scripted, cmd, load};
 use serde_json::{Value, json};
 

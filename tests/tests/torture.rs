@@ -111,7 +111,8 @@ fn sink_output(dir: &Path) -> BTreeMap<String, String> {
 
 /// Every state and timer entry of the checkpoint.
 fn final_state(dir: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let store = StateStore::open(&eddy::state::paths::store_dir(&dir.join("checkpoint"))).expect("store");
+    let store =
+        StateStore::open(&eddy::checkpoint::CheckpointDir::new(dir.join("checkpoint")).store_dir()).expect("store");
     let txn = store.begin();
     let mut entries = txn.scan_prefix(Cf::State, &[]).expect("state");
     entries.extend(txn.scan_prefix(Cf::Timers, &[]).expect("timers"));

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 
-use crate::progress::{ProgressLog, QueryProgress};
+use crate::checkpoint::{CheckpointDir, QueryProgress};
 
 /// Prints a query's progress records from its checkpoint.
 #[derive(Args, Debug, Clone)]
@@ -36,7 +36,7 @@ pub fn run(args: &ProgressArgs) -> Result<()> {
 /// Prints the records `args` asks for to `out`; with `--follow`, never returns but
 /// on an error.
 pub fn print_records(args: &ProgressArgs, out: &mut impl Write) -> Result<()> {
-    let log = ProgressLog::open_existing(&args.checkpoint)?;
+    let log = CheckpointDir::new(&args.checkpoint).progress().open_existing()?;
     let records = match args.last {
         Some(n) => log.last(n)?,
         None => log.all()?,
@@ -70,7 +70,7 @@ mod tests {
     use clap::Parser;
 
     use super::*;
-    use crate::progress::SinkProgress;
+    use crate::checkpoint::SinkProgress;
 
     #[derive(Parser)]
     struct TestCli {
@@ -104,7 +104,7 @@ mod tests {
     #[test]
     fn prints_all_records_or_the_last_ones_as_json_lines() -> Result<()> {
         let checkpoint = tempfile::tempdir()?;
-        let log = ProgressLog::new(checkpoint.path());
+        let log = CheckpointDir::new(checkpoint.path()).progress();
         for id in 0..4 {
             log.append(&record(id))?;
         }
@@ -130,7 +130,7 @@ mod tests {
     #[test]
     fn pretty_prints_indented_records() -> Result<()> {
         let checkpoint = tempfile::tempdir()?;
-        ProgressLog::new(checkpoint.path()).append(&record(7))?;
+        CheckpointDir::new(checkpoint.path()).progress().append(&record(7))?;
         let text = printed(&parse(&[&checkpoint.path().to_string_lossy(), "--pretty"])?)?;
         assert!(text.starts_with("{\n  \"id\": \"q\",\n"), "{text}");
         assert_eq!(serde_json::from_str::<QueryProgress>(&text)?, record(7));

@@ -8,8 +8,9 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
-use crate::progress::now_micros;
-use crate::state::{EntryFilter, StateReader};
+use crate::checkpoint::CheckpointDir;
+use crate::inspect::{EntryFilter, StateEntry, StateReader};
+use crate::util::now_micros;
 
 /// Reads a query's state store from its checkpoint.
 #[derive(Args, Debug, Clone)]
@@ -91,14 +92,18 @@ pub fn print_state(args: &StateArgs, out: &mut impl Write) -> Result<()> {
                 }
             } else {
                 let filter = EntryFilter { operator: read.operator, variable: read.var.clone(), key };
-                let print = |entry: crate::state::StateEntry| -> Result<()> {
+                let print = |entry: StateEntry| -> Result<()> {
                     writeln!(out, "{}", serde_json::to_string(&entry)?)?;
                     Ok(())
                 };
                 match read.batch {
-                    Some(batch) => {
-                        reader.for_each_entry_as_of(&read.checkpoint, batch, &filter, now_micros(), print)?
-                    }
+                    Some(batch) => reader.for_each_entry_as_of(
+                        &CheckpointDir::new(&read.checkpoint),
+                        batch,
+                        &filter,
+                        now_micros(),
+                        print,
+                    )?,
                     None => reader.for_each_entry(&filter, now_micros(), print)?,
                 }
             }
@@ -139,9 +144,8 @@ mod tests {
     use clap::Parser;
 
     use super::*;
-    use crate::operator::key;
-    use crate::state::{KeyScope, StateKind, StateStore, VariableDecl};
-    use crate::wasm::Scalar;
+    use crate::contract::Scalar;
+    use crate::state::{KeyScope, StateKind, StateStore, VariableDecl, key};
 
     #[derive(Parser)]
     struct TestCli {
@@ -168,7 +172,7 @@ mod tests {
     /// A checkpoint whose store stays open (like a running query) while the CLI reads it.
     fn checkpoint() -> Result<(tempfile::TempDir, StateStore)> {
         let dir = tempfile::tempdir()?;
-        let store = StateStore::open(&crate::state::paths::store_dir(dir.path()))?;
+        let store = StateStore::open(&CheckpointDir::new(dir.path()).store_dir())?;
         let mut txn = store.begin();
         let totals = VariableDecl { name: "totals".into(), kind: StateKind::Value, ttl_us: None };
         let seen = VariableDecl { name: "seen".into(), kind: StateKind::Map, ttl_us: None };

@@ -1,5 +1,7 @@
 //! What one batch did, measured by the engine (turned into a progress record).
 
+use crate::operator::StageStats;
+
 /// Event-time statistics of a batch's input.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EventTimeStats {
@@ -33,6 +35,8 @@ impl EventTimeStats {
 pub struct SourceMetrics {
     /// The source's name.
     pub name: String,
+    /// How progress describes it (`FileSource[/in]`).
+    pub description: String,
     /// Rows read (before the watermark filter).
     pub input_rows: u64,
     /// Records skipped or dead-lettered.
@@ -56,20 +60,12 @@ pub struct BatchMetrics {
     pub input_rows: u64,
     /// Per source.
     pub sources: Vec<SourceMetrics>,
-    /// Rows dropped as late before the operator.
+    /// Rows dropped as late, by every stage.
     pub rows_dropped_by_watermark: u64,
     /// Event times of the input.
     pub event_time: EventTimeStats,
-    /// Keys that had input rows.
-    pub keys_with_input: u64,
-    /// Timers that fired.
-    pub timers_fired: u64,
-    /// Expired state entries evicted.
-    pub entries_evicted: u64,
-    /// State entries written.
-    pub state_rows_updated: u64,
-    /// State entries deleted.
-    pub state_rows_removed: u64,
+    /// What each stage did, in chain order.
+    pub stages: Vec<StageStats>,
     /// Estimated live state entries after the batch.
     pub state_rows_total: u64,
     /// State store memory.
@@ -78,7 +74,7 @@ pub struct BatchMetrics {
     pub output_rows: u64,
     /// Planning (source listing and reading) time.
     pub plan_ms: u64,
-    /// Operator time.
+    /// Time the stages ran.
     pub operator_ms: u64,
     /// Sink time.
     pub sink_ms: u64,
@@ -86,4 +82,7 @@ pub struct BatchMetrics {
     pub commit_ms: u64,
     /// The whole batch.
     pub total_ms: u64,
+    /// Files the bounded file sources have left after the batch (available-now runs
+    /// whose observer counts files; `None` otherwise).
+    pub files_left: Option<u64>,
 }

@@ -1,15 +1,18 @@
-//! The engine: plans micro-batches under a trigger, tracks event time, runs the
-//! sharded operator, writes the sink and commits state, and measures every batch.
+//! The engine: runs a query's batches under its trigger — the batch protocol (plan,
+//! read input, run the stages, publish, commit), event time and watermarks, and the
+//! measurements that become progress records. The files it writes belong to
+//! [`crate::checkpoint`].
 
-mod checkpoint;
+mod input;
 mod metrics;
+mod open;
 mod query;
 mod report;
 mod run;
+mod trigger;
 mod watermark;
 
-pub use checkpoint::{BatchLog, Metadata, OffsetsRecord, Snapshots};
 pub use metrics::{BatchMetrics, EventTimeStats, SourceMetrics};
-pub use query::{Query, operator_id};
-pub use run::{RunOptions, RunSummary, open_query, run_pipeline};
+pub use query::Query;
+pub use run::{RunObserver, RunOptions, RunSummary, run_observed, run_pipeline};
 pub use watermark::WatermarkTracker;

@@ -1,100 +1,94 @@
-//! One query: its sources, watermark, sharded operator, sink and state store, and
-//! the execution of one batch.
+//! One query and the protocol of one batch, in named steps:
 //!
-//! Per batch N: plan each source's rows from what the store has committed; drop rows
-//! older than the watermark (unless the processor takes late rows); run the operator
-//! shards; write the sink; commit every shard's state changes, the sources' progress
-//! and the next watermark in one atomic RocksDB write.
+//! 1. **plan** — each source's rows from what the store has committed, recorded in
+//!    `offsets/N` before anything runs (or, after a crash, re-planned exactly from it);
+//! 2. **read input** — event times observed, late rows dropped ([`super::input`]);
+//! 3. **run the stages** — the chain, each stage on the rows of the one before;
+//! 4. **publish** — the sink writes the output and its manifest `sinks/0/N`;
+//! 5. **commit** — every stage's state changes, the sources' progress and the next
+//!    watermark in one atomic RocksDB write, then `commits/N`, a snapshot when due,
+//!    the progress record and the checkpoint's retention.
 
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use arrow::array::{Array, BooleanArray, RecordBatch, TimestampMicrosecondArray};
-use arrow::compute::{concat_batches, filter_record_batch};
+use arrow::array::RecordBatch;
+use arrow::compute::concat_batches;
 use arrow::datatypes::SchemaRef;
 
-use super::checkpoint::{BatchLog, Snapshots, remove_interrupted_writes};
-use super::metrics::{BatchMetrics, EventTimeStats, SourceMetrics};
+use super::input::{Input, InputRules, Plan, read_input};
+use super::metrics::BatchMetrics;
+use super::open::open_parts;
+use super::report::Reporter;
 use super::watermark::WatermarkTracker;
-use crate::operator::{BatchTime, ShardedOperator};
+use crate::checkpoint::{CheckpointDir, CommitRecord, OffsetsRecord, QueryProgress, SinkManifest};
+use crate::operator::{BatchTime, Stage, StageStats};
 use crate::pipeline::Pipeline;
 use crate::sink::Sink;
 use crate::source::{Source, SourceBatch};
-use crate::state::{Cf, StateStore, Timers};
-use crate::wasm::TimeMode;
+use crate::state::{Cf, StateStore, StateTxn};
 
+/// The meta key of the watermark the last batch ran with.
 const LAST_BATCH_WATERMARK: &[u8] = b"engine/last-batch-watermark";
-const OPERATOR_ID: u16 = 0;
 
 /// A running query.
 pub struct Query {
-    /// The validated spec.
-    pub pipeline: Pipeline,
-    /// The state store.
-    pub store: StateStore,
-    /// The inputs, in spec order.
-    pub sources: Vec<Box<dyn Source>>,
-    /// The processor shards.
-    pub operator: ShardedOperator,
-    /// The output.
-    pub sink: Box<dyn Sink>,
+    checkpoint: CheckpointDir,
+    store: StateStore,
+    sources: Vec<Box<dyn Source>>,
+    input_schema: SchemaRef,
+    stages: Vec<Box<dyn Stage>>,
+    sink: Box<dyn Sink>,
     watermark: WatermarkTracker,
     event_time_columns: Vec<Option<usize>>,
-    initial_state: Option<RecordBatch>,
     next_batch: u64,
-    log: BatchLog,
-    snapshots: Snapshots,
+    reporter: Reporter,
     retain_batches: u64,
+    snapshot_interval: u64,
 }
 
-/// The operator's id within the query (the only operator today).
-pub fn operator_id() -> u16 {
-    OPERATOR_ID
+/// What the stages of one batch produced.
+struct StagesOutput {
+    txns: Vec<StateTxn>,
+    rows: Vec<RecordBatch>,
+    stats: Vec<StageStats>,
+    run_ms: u64,
 }
 
 impl Query {
-    /// Assembles a query whose parts were opened by the caller; its batch logs live in
-    /// `checkpoint`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        pipeline: Pipeline,
-        checkpoint: &std::path::Path,
-        store: StateStore,
-        sources: Vec<Box<dyn Source>>,
-        operator: ShardedOperator,
-        sink: Box<dyn Sink>,
-        initial_state: Option<RecordBatch>,
-    ) -> Result<Self> {
-        let watermark = WatermarkTracker::load(&store, &pipeline.sources, pipeline.watermark_policy)?;
-        let event_time_columns = pipeline
-            .sources
-            .iter()
-            .map(|source| source.watermark.as_ref().and_then(|w| source.schema.index_of(&w.column).ok()))
-            .collect();
-        remove_interrupted_writes(checkpoint)?;
-        let committed = store.committed_batch()?;
-        let log = BatchLog::new(checkpoint);
+    /// Opens `pipeline` with its state in `checkpoint` (compiled modules cached in
+    /// `module_cache`), cleaning what a crash left half-written.
+    pub fn open(pipeline: &Pipeline, checkpoint: CheckpointDir, module_cache: Option<PathBuf>) -> Result<Self> {
+        let parts = open_parts(pipeline, &checkpoint, module_cache)?;
+        checkpoint.remove_interrupted_writes()?;
+        let watermark = WatermarkTracker::load(&parts.store, &pipeline.sources, pipeline.watermark_policy)?;
+        let committed = parts.store.committed_batch()?;
         if let Some(batch_id) = committed {
             // The state may hold a batch whose commit record a crash prevented.
-            log.write_commit(batch_id, watermark.current())?;
+            let record = CommitRecord { batch_id, next_watermark_us: watermark.current() };
+            checkpoint.commits().write(batch_id, &record)?;
         }
-        let next_batch = committed.map_or(0, |id| id + 1);
-        let initial_state = if next_batch == 0 { initial_state } else { None };
-        let retain_batches = pipeline.min_batches_to_retain;
-        let snapshots = Snapshots::new(checkpoint);
+        let reporter = Reporter {
+            query_id: parts.query_id,
+            run_id: crate::util::new_uuid_v4()?,
+            sink: parts.sink.description(),
+            query_name: pipeline.name.clone(),
+            previous_start: None,
+        };
         Ok(Self {
-            pipeline,
-            store,
-            sources,
-            operator,
-            sink,
+            checkpoint,
+            store: parts.store,
+            sources: parts.sources,
+            input_schema: pipeline.sources[0].schema.clone(),
+            stages: parts.stages,
+            sink: parts.sink,
             watermark,
-            event_time_columns,
-            initial_state,
-            next_batch,
-            log,
-            snapshots,
-            retain_batches,
+            event_time_columns: pipeline.sources.iter().map(|source| source.event_time_column()).collect(),
+            next_batch: committed.map_or(0, |id| id + 1),
+            reporter,
+            retain_batches: pipeline.min_batches_to_retain,
+            snapshot_interval: pipeline.snapshot_interval,
         })
     }
 
@@ -103,60 +97,16 @@ impl Query {
         self.next_batch
     }
 
-    /// Plans and, when there is anything to do (new rows, due timers, or a watermark
-    /// that moved since the last batch), runs one batch at processing time `now`. A
-    /// batch that was planned (`offsets/N`) but not committed before a crash is re-run
-    /// exactly as planned instead.
-    pub fn try_run_batch(&mut self, now: i64) -> Result<Option<BatchMetrics>> {
-        let started = Instant::now();
-        let batch_id = self.next_batch;
-        if let Some(record) = self.log.read_offsets(batch_id)? {
-            if record.end_offsets.len() != self.sources.len() {
-                anyhow::bail!(
-                    "batch {batch_id} was planned with {} source(s) and the pipeline now has {}; restore the \
-                     pipeline's sources to let batch {batch_id} finish, then change them",
-                    record.end_offsets.len(),
-                    self.sources.len()
-                );
-            }
-            let mut planned = Vec::with_capacity(self.sources.len());
-            for (source, end) in self.sources.iter_mut().zip(&record.end_offsets) {
-                planned.push(source.replan_batch(&self.store, batch_id, record.batch_timestamp_us, end)?);
-            }
-            let plan_ms = started.elapsed().as_millis() as u64;
-            let (now, watermark) = (record.batch_timestamp_us, record.watermark_us);
-            return self.run_batch(batch_id, now, watermark, planned, started, plan_ms).map(Some);
-        }
-        let mut planned = Vec::with_capacity(self.sources.len());
+    /// Fixes every source to what is available at `now` (available-now and once
+    /// triggers); `lift_limits` also drops per-batch limits (once).
+    pub fn bound_to_available_now(&mut self, now: i64, lift_limits: bool) -> Result<()> {
         for source in &mut self.sources {
-            planned.push(source.next_batch(&self.store, batch_id, now)?);
+            source.bound_to_available_now(&self.store, now)?;
+            if lift_limits {
+                source.lift_batch_limits();
+            }
         }
-        let plan_ms = started.elapsed().as_millis() as u64;
-        let watermark = self.watermark.current();
-        let has_input = planned.iter().any(Option::is_some);
-        if !has_input && !self.watermark_moved(watermark)? && !self.timers_due(now, watermark)? {
-            return Ok(None);
-        }
-        let end_offsets = planned
-            .iter()
-            .map(|batch| batch.as_ref().map_or(serde_json::Value::Null, |b| b.end_offset.clone()))
-            .collect();
-        self.log.write_offsets(batch_id, now, watermark, end_offsets)?;
-        self.run_batch(batch_id, now, watermark, planned, started, plan_ms).map(Some)
-    }
-
-    fn watermark_moved(&self, watermark: Option<i64>) -> Result<bool> {
-        let last = self.store.read(Cf::Meta, LAST_BATCH_WATERMARK)?;
-        Ok(watermark.is_some() && last.as_deref() != watermark.map(i64::to_be_bytes).as_ref().map(|b| b.as_slice()))
-    }
-
-    fn timers_due(&self, now: i64, watermark: Option<i64>) -> Result<bool> {
-        let deadline = match (self.operator.time_mode(), watermark) {
-            (TimeMode::ProcessingTime, _) => now,
-            (TimeMode::EventTime, Some(watermark)) => watermark,
-            _ => return Ok(false),
-        };
-        Ok(!Timers::due(&self.store.begin(), OPERATOR_ID, deadline)?.is_empty())
+        Ok(())
     }
 
     /// How many files the bounded file sources have left (None when none counts).
@@ -180,130 +130,187 @@ impl Query {
         Ok(true)
     }
 
-    fn run_batch(
-        &mut self,
-        batch_id: u64,
-        now: i64,
-        watermark: Option<i64>,
-        planned: Vec<Option<SourceBatch>>,
-        started: Instant,
-        plan_ms: u64,
-    ) -> Result<BatchMetrics> {
-        let schema: SchemaRef = self.pipeline.sources[0].schema.clone();
-        let mut next_watermark = self.watermark.clone();
-        let mut metrics = BatchMetrics { batch_id, processing_time: now, watermark, ..BatchMetrics::default() };
-        let mut inputs = Vec::new();
-        let mut commit_entries = Vec::new();
-        let mut event_times = EventTimeStats::default();
-        for (index, batch) in planned.into_iter().enumerate() {
-            let source_name = self.sources[index].name().to_string();
-            let Some(batch) = batch else {
-                metrics.sources.push(SourceMetrics { name: source_name, ..SourceMetrics::default() });
-                continue;
-            };
-            let mut rows = batch.rows;
-            let read_rows = rows.num_rows() as u64;
-            let mut dropped = 0;
-            if let Some(column) = self.event_time_columns[index] {
-                let times = event_time_values(&rows, column)?;
-                if let Some(max) = times.iter().flatten().max() {
-                    next_watermark.observe(index, *max);
-                }
-                event_times.add(times.iter().flatten().copied());
-                if let (Some(watermark), false) = (watermark, self.operator.accepts_late_rows()) {
-                    let keep: BooleanArray = times.iter().map(|t| Some(t.is_none_or(|t| t >= watermark))).collect();
-                    let kept = filter_record_batch(&rows, &keep)?;
-                    dropped = read_rows - kept.num_rows() as u64;
-                    rows = kept;
-                }
-            }
-            metrics.rows_dropped_by_watermark += dropped;
-            metrics.sources.push(SourceMetrics {
-                name: source_name,
-                input_rows: read_rows,
-                bad_records: batch.bad_records,
-                start_offset: batch.start_offset,
-                end_offset: batch.end_offset,
-            });
-            commit_entries.extend(batch.commit);
-            inputs.push(rows);
-        }
-        metrics.input_rows = metrics.sources.iter().map(|s| s.input_rows).sum();
-        metrics.event_time = event_times;
-        let input = concat_batches(&schema, &inputs)?;
-
-        let time = BatchTime { batch_id, processing_time: now, watermark };
-        let operator_started = Instant::now();
-        let mut txns = self.operator.begin(&self.store);
-        if let Some(initial) = &self.initial_state {
-            txns =
-                self.operator.apply_initial_state(txns, initial, time).context("applying the initial state failed")?;
-        }
+    /// Plans and, when there is anything to do (new rows, due timers, or a watermark
+    /// that moved since the last batch), runs one batch at processing time `now`;
+    /// returns its metrics and progress record. A batch that was planned but not
+    /// committed before a crash is re-run exactly as planned instead.
+    pub fn try_run_batch(&mut self, now: i64) -> Result<Option<(BatchMetrics, QueryProgress)>> {
+        let started = Instant::now();
+        let Some(plan) = self.plan(now, started)? else { return Ok(None) };
+        let batch_id = plan.time.batch_id;
+        let rules = InputRules {
+            schema: &self.input_schema,
+            sources: &self.sources,
+            event_time_columns: &self.event_time_columns,
+            watermark: &self.watermark,
+            drop_late_rows: !self.stages[0].accepts_late_rows(),
+        };
+        let input = read_input(plan, &rules)?;
         let output = self
-            .operator
-            .run_batch(txns, &input, time)
+            .run_stages(input.rows.clone(), input.time)
             .with_context(|| format!("batch {batch_id} failed; nothing of it was committed"))?;
-        metrics.operator_ms = operator_started.elapsed().as_millis() as u64;
-        metrics.keys_with_input = output.keys_with_input as u64;
-        metrics.timers_fired = output.timers_fired as u64;
-        metrics.entries_evicted = output.entries_evicted;
-        for txn in &output.txns {
-            let (written, deleted) = txn.change_counts(Cf::State);
-            metrics.state_rows_updated += written;
-            metrics.state_rows_removed += deleted;
-        }
-        metrics.output_rows = output.rows.iter().map(|b| b.num_rows() as u64).sum();
-
-        let sink_started = Instant::now();
-        if self.log.sink_has(batch_id) {
-            self.sink.replay_batch(batch_id, self.operator.output_schema(), &output.rows)?;
-        } else {
-            self.sink.write_batch(batch_id, self.operator.output_schema(), &output.rows)?;
-            self.log.write_sink_manifest(batch_id, &self.sink.description(), metrics.output_rows)?;
-        }
-        metrics.sink_ms = sink_started.elapsed().as_millis() as u64;
-
-        next_watermark.advance();
-        let mut meta = self.store.begin();
-        for (key, value) in commit_entries.into_iter().chain(next_watermark.commit_entries()) {
-            meta.put(Cf::Meta, key, value);
-        }
-        if let Some(watermark) = watermark {
-            meta.put(Cf::Meta, LAST_BATCH_WATERMARK.to_vec(), watermark.to_be_bytes().to_vec());
-        }
-        let commit_started = Instant::now();
-        let mut txns = output.txns;
-        txns.push(meta);
-        self.store.commit_all(txns, batch_id)?;
-        self.log.write_commit(batch_id, next_watermark.current())?;
-        self.log.retain_last(batch_id, self.retain_batches)?;
-        if batch_id.is_multiple_of(self.pipeline.snapshot_interval) {
-            self.store.snapshot(&self.snapshots.path_of(batch_id))?;
-        }
-        // Keep the change log of every retained batch, and from the oldest snapshot still
-        // needed, so every retained batch can be rebuilt from a snapshot and the changes
-        // after it.
-        let oldest_kept = (batch_id + 1).saturating_sub(self.retain_batches);
-        let base = self.snapshots.retain_from(oldest_kept)?;
-        self.store.prune_changelog(base.map_or(oldest_kept, |base| (base + 1).min(oldest_kept)))?;
-        metrics.commit_ms = commit_started.elapsed().as_millis() as u64;
-        self.watermark = next_watermark;
-        self.initial_state = None;
-        self.next_batch += 1;
-        metrics.plan_ms = plan_ms;
-        metrics.total_ms = started.elapsed().as_millis() as u64;
+        let sink_ms = self.publish(batch_id, &output.rows)?;
+        let commit_ms = self.commit(&input, output.txns)?;
+        let mut metrics = batch_metrics(input, output.stats, output.rows.iter().map(|b| b.num_rows() as u64).sum());
+        metrics.operator_ms = output.run_ms;
+        metrics.sink_ms = sink_ms;
+        metrics.commit_ms = commit_ms;
         metrics.state_rows_total = self.store.estimated_state_entries();
         metrics.memory_used_bytes = self.store.memory_used_bytes();
-        Ok(metrics)
+        metrics.total_ms = started.elapsed().as_millis() as u64;
+        let record = self.reporter.record(&metrics);
+        self.checkpoint.progress().append(&record)?;
+        let keep_changes_from = self.checkpoint.retain(batch_id, self.retain_batches)?;
+        self.store.prune_changelog(keep_changes_from)?;
+        Ok(Some((metrics, record)))
+    }
+
+    /// Step 1: the next batch's plan, recorded before it runs; `None` when there is
+    /// nothing to do.
+    fn plan(&mut self, now: i64, started: Instant) -> Result<Option<Plan>> {
+        let batch_id = self.next_batch;
+        if let Some(record) = self.checkpoint.offsets().read::<OffsetsRecord>(batch_id)? {
+            return self.replan(record, started).map(Some);
+        }
+        let mut planned = Vec::with_capacity(self.sources.len());
+        for source in &mut self.sources {
+            planned.push(source.next_batch(&self.store, batch_id, now)?);
+        }
+        let time = BatchTime { batch_id, processing_time: now, watermark: self.watermark.current() };
+        if !planned.iter().any(Option::is_some) && !self.watermark_moved(time.watermark)? && !self.timers_due(time)? {
+            return Ok(None);
+        }
+        let end_offsets = planned
+            .iter()
+            .map(|batch| batch.as_ref().map_or(serde_json::Value::Null, |b| b.end_offset.clone()))
+            .collect();
+        let record = OffsetsRecord { batch_id, batch_timestamp_us: now, watermark_us: time.watermark, end_offsets };
+        self.checkpoint.offsets().write(batch_id, &record)?;
+        Ok(Some(Plan { time, sources: planned, plan_ms: started.elapsed().as_millis() as u64 }))
+    }
+
+    /// The plan of a batch recorded before a crash: the same input, time and watermark.
+    fn replan(&mut self, record: OffsetsRecord, started: Instant) -> Result<Plan> {
+        let batch_id = record.batch_id;
+        if record.end_offsets.len() != self.sources.len() {
+            anyhow::bail!(
+                "batch {batch_id} was planned with {} source(s) and the pipeline now has {}; restore the \
+                 pipeline's sources to let batch {batch_id} finish, then change them",
+                record.end_offsets.len(),
+                self.sources.len()
+            );
+        }
+        let mut planned: Vec<Option<SourceBatch>> = Vec::with_capacity(self.sources.len());
+        for (source, end) in self.sources.iter_mut().zip(&record.end_offsets) {
+            planned.push(source.replan_batch(&self.store, batch_id, record.batch_timestamp_us, end)?);
+        }
+        let time = BatchTime { batch_id, processing_time: record.batch_timestamp_us, watermark: record.watermark_us };
+        Ok(Plan { time, sources: planned, plan_ms: started.elapsed().as_millis() as u64 })
+    }
+
+    fn watermark_moved(&self, watermark: Option<i64>) -> Result<bool> {
+        let last = self.store.read(Cf::Meta, LAST_BATCH_WATERMARK)?;
+        Ok(watermark.is_some() && last.as_deref() != watermark.map(i64::to_be_bytes).as_ref().map(|b| b.as_slice()))
+    }
+
+    fn timers_due(&self, time: BatchTime) -> Result<bool> {
+        for stage in &self.stages {
+            if stage.timers_due(&self.store, time)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Step 3: the chain of stages, each on the rows of the one before.
+    fn run_stages(&mut self, input: RecordBatch, time: BatchTime) -> Result<StagesOutput> {
+        let started = Instant::now();
+        let mut schema = input.schema();
+        let mut output = StagesOutput { txns: Vec::new(), rows: vec![input], stats: Vec::new(), run_ms: 0 };
+        for stage in &mut self.stages {
+            let rows = match output.rows.len() {
+                1 => output.rows.swap_remove(0),
+                _ => concat_batches(&schema, &output.rows)?,
+            };
+            let ran = stage.run(&self.store, &rows, time)?;
+            schema = stage.output_schema().clone();
+            output.txns.extend(ran.txns);
+            output.rows = ran.rows;
+            output.stats.push(ran.stats);
+        }
+        output.run_ms = started.elapsed().as_millis() as u64;
+        Ok(output)
+    }
+
+    /// Step 4: the sink publishes the output, once: a batch its manifest already has
+    /// (re-run after a crash) is only shown again by sinks that show, not rewritten.
+    fn publish(&mut self, batch_id: u64, rows: &[RecordBatch]) -> Result<u64> {
+        let started = Instant::now();
+        let schema = self.output_schema();
+        let manifests = self.checkpoint.sink_manifests(0);
+        if manifests.has(batch_id) {
+            self.sink.replay_batch(batch_id, &schema, rows)?;
+        } else {
+            self.sink.write_batch(batch_id, &schema, rows)?;
+            let num_output_rows = rows.iter().map(|b| b.num_rows() as u64).sum();
+            manifests.write(batch_id, &SinkManifest { batch_id, sink: self.sink.description(), num_output_rows })?;
+        }
+        Ok(started.elapsed().as_millis() as u64)
+    }
+
+    /// The schema of the rows the sink receives: the last stage's.
+    fn output_schema(&self) -> SchemaRef {
+        self.stages.last().map_or_else(|| self.input_schema.clone(), |stage| stage.output_schema().clone())
+    }
+
+    /// Step 5: one atomic write of every change of the batch, then its commit record
+    /// and, when due, a snapshot.
+    fn commit(&mut self, input: &Input, mut txns: Vec<StateTxn>) -> Result<u64> {
+        let started = Instant::now();
+        let batch_id = input.time.batch_id;
+        let mut next_watermark = input.next_watermark.clone();
+        next_watermark.advance();
+        let mut meta = self.store.begin();
+        for (key, value) in input.commit_entries.iter().cloned().chain(next_watermark.commit_entries()) {
+            meta.put(Cf::Meta, key, value);
+        }
+        if let Some(watermark) = input.time.watermark {
+            meta.put(Cf::Meta, LAST_BATCH_WATERMARK.to_vec(), watermark.to_be_bytes().to_vec());
+        }
+        txns.push(meta);
+        self.store.commit_all(txns, batch_id)?;
+        let record = CommitRecord { batch_id, next_watermark_us: next_watermark.current() };
+        self.checkpoint.commits().write(batch_id, &record)?;
+        if batch_id.is_multiple_of(self.snapshot_interval) {
+            self.store.snapshot(&self.checkpoint.snapshot_of(batch_id))?;
+        }
+        self.watermark = next_watermark;
+        self.next_batch += 1;
+        Ok(started.elapsed().as_millis() as u64)
+    }
+
+    /// Ends every stage.
+    pub fn close(&mut self) -> Result<()> {
+        self.stages.iter_mut().try_for_each(|stage| stage.close())
     }
 }
 
-/// The event times of a TIMESTAMP column (None for nulls).
-fn event_time_values(rows: &RecordBatch, column: usize) -> Result<Vec<Option<i64>>> {
-    let array = rows
-        .column(column)
-        .as_any()
-        .downcast_ref::<TimestampMicrosecondArray>()
-        .context("the event-time column is not a TIMESTAMP")?;
-    Ok((0..array.len()).map(|i| array.is_valid(i).then(|| array.value(i))).collect())
+/// The metrics of a batch from its input and what its stages did.
+fn batch_metrics(input: Input, mut stages: Vec<StageStats>, output_rows: u64) -> BatchMetrics {
+    if let Some(first) = stages.first_mut() {
+        first.rows_dropped_by_watermark += input.rows_dropped_by_watermark;
+    }
+    BatchMetrics {
+        batch_id: input.time.batch_id,
+        processing_time: input.time.processing_time,
+        watermark: input.time.watermark,
+        input_rows: input.sources.iter().map(|s| s.input_rows).sum(),
+        sources: input.sources,
+        rows_dropped_by_watermark: stages.iter().map(|stage| stage.rows_dropped_by_watermark).sum(),
+        event_time: input.event_times,
+        stages,
+        output_rows,
+        plan_ms: input.plan_ms,
+        ..BatchMetrics::default()
+    }
 }

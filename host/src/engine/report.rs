@@ -3,11 +3,11 @@
 use std::collections::BTreeMap;
 
 use super::metrics::BatchMetrics;
-use crate::pipeline::{Pipeline, SourceKind};
-use crate::progress::{
-    EventTimeProgress, QueryProgress, SinkProgress, SourceProgress, StateOperatorProgress, format_micros_iso,
-    rows_per_second,
+use crate::checkpoint::{
+    EventTimeProgress, QueryProgress, SinkProgress, SourceProgress, StateOperatorProgress, rows_per_second,
 };
+use crate::operator::StageStats;
+use crate::util::format_micros_iso;
 
 /// Who is reporting: the query's stable id, this run's id, and the sink.
 pub struct Reporter {
@@ -17,20 +17,15 @@ pub struct Reporter {
     pub run_id: String,
     /// The sink's description.
     pub sink: String,
+    /// The query's name.
+    pub query_name: String,
     /// When the previous batch started (for the input rate).
     pub previous_start: Option<i64>,
 }
 
-fn source_description(pipeline: &Pipeline, index: usize) -> String {
-    match &pipeline.sources[index].kind {
-        SourceKind::Files { path, .. } => format!("FileSource[{}]", path.display()),
-        SourceKind::Rate { rows_per_second, .. } => format!("RateSource[rowsPerSecond={rows_per_second}]"),
-    }
-}
-
 impl Reporter {
     /// The progress record of one batch.
-    pub fn record(&mut self, pipeline: &Pipeline, metrics: &BatchMetrics) -> QueryProgress {
+    pub fn record(&mut self, metrics: &BatchMetrics) -> QueryProgress {
         let since_previous_ms =
             self.previous_start.map_or(0, |start| ((metrics.processing_time - start) / 1000).max(0) as u64);
         self.previous_start = Some(metrics.processing_time);
@@ -41,17 +36,11 @@ impl Reporter {
             ("addBatch".to_string(), metrics.operator_ms + metrics.sink_ms),
             ("commitOffsets".to_string(), metrics.commit_ms),
         ]);
-        let custom_metrics = BTreeMap::from([
-            ("numKeysWithInput".to_string(), metrics.keys_with_input as i64),
-            ("numTimersFired".to_string(), metrics.timers_fired as i64),
-            ("numExpiredEntriesEvicted".to_string(), metrics.entries_evicted as i64),
-        ]);
         let sources = metrics
             .sources
             .iter()
-            .enumerate()
-            .map(|(index, source)| SourceProgress {
-                description: source_description(pipeline, index),
+            .map(|source| SourceProgress {
+                description: source.description.clone(),
                 start_offset: source.start_offset.clone(),
                 end_offset: source.end_offset.clone(),
                 latest_offset: serde_json::Value::Null,
@@ -64,7 +53,7 @@ impl Reporter {
         QueryProgress {
             id: self.query_id.clone(),
             run_id: self.run_id.clone(),
-            name: pipeline.name.clone(),
+            name: self.query_name.clone(),
             timestamp: format_micros_iso(metrics.processing_time),
             batch_id: metrics.batch_id,
             batch_duration: metrics.total_ms,
@@ -78,16 +67,7 @@ impl Reporter {
                 metrics.event_time.avg(),
                 metrics.watermark,
             ),
-            state_operators: vec![StateOperatorProgress {
-                operator_name: "transformWithState".into(),
-                num_rows_total: metrics.state_rows_total,
-                num_rows_updated: metrics.state_rows_updated,
-                num_rows_removed: metrics.state_rows_removed,
-                num_rows_dropped_by_watermark: metrics.rows_dropped_by_watermark,
-                memory_used_bytes: metrics.memory_used_bytes,
-                commit_time_ms: metrics.commit_ms,
-                custom_metrics,
-            }],
+            state_operators: metrics.stages.iter().map(|stage| state_operator(stage, metrics)).collect(),
             sources,
             sink: SinkProgress {
                 description: self.sink.clone(),
@@ -95,5 +75,25 @@ impl Reporter {
                 metrics: BTreeMap::new(),
             },
         }
+    }
+}
+
+/// A stage's entry in `stateOperators`. The store is shared: its total rows and
+/// memory are the whole store's, as is the commit time.
+fn state_operator(stage: &StageStats, metrics: &BatchMetrics) -> StateOperatorProgress {
+    let custom_metrics = BTreeMap::from([
+        ("numKeysWithInput".to_string(), stage.keys_with_input as i64),
+        ("numTimersFired".to_string(), stage.timers_fired as i64),
+        ("numExpiredEntriesEvicted".to_string(), stage.entries_evicted as i64),
+    ]);
+    StateOperatorProgress {
+        operator_name: stage.name.clone(),
+        num_rows_total: metrics.state_rows_total,
+        num_rows_updated: stage.state_rows_updated,
+        num_rows_removed: stage.state_rows_removed,
+        num_rows_dropped_by_watermark: stage.rows_dropped_by_watermark,
+        memory_used_bytes: metrics.memory_used_bytes,
+        commit_time_ms: metrics.commit_ms,
+        custom_metrics,
     }
 }

@@ -11,7 +11,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use arrow::array::{ArrayRef, RecordBatch};
 
-use super::key;
+use crate::state::key;
 
 /// One key's rows of a batch: its key group, its encoded key, and the indices of its
 /// rows in input order.

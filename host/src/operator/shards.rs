@@ -1,37 +1,32 @@
-//! Parallelism: the key groups are split into contiguous ranges, one per shard; each
-//! shard has its own long-lived processor instance and its own state transaction, and
-//! the shards of a batch run on their own threads.
+//! A user's processor as a stage (Spark's `transformWithState`), run in parallel: the
+//! key groups are split into contiguous ranges, one per shard; each shard has its own
+//! long-lived processor instance and its own state transaction, and the shards of a
+//! batch run on their own threads.
 
 use std::ops::Range;
 
-use anyhow::{Result, anyhow};
+use anyhow::{Context, Result, anyhow};
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 
 use super::grouping::{KeyRows, group_by_key};
-use super::wasm_operator::{BatchTime, OperatorOptions, WasmOperator};
-use crate::state::{StateStore, StateTxn, VariableDecl};
-use crate::wasm::{Module, TimeMode};
+use super::stage::{BatchTime, Stage, StageOutput, StageStats};
+use super::wasm_operator::{OperatorOptions, WasmOperator};
+use crate::contract::TimeMode;
+use crate::state::{Cf, StateStore, StateTxn, Timers, VariableDecl};
+use crate::wasm::Module;
 
-/// What one batch of all shards produced.
-pub struct ShardedOutput {
-    /// One state transaction per shard, to be committed together.
-    pub txns: Vec<StateTxn>,
-    /// The processor's output rows, shard by shard (so in key-group order).
-    pub rows: Vec<RecordBatch>,
-    /// Keys that had input rows.
-    pub keys_with_input: usize,
-    /// Timers that fired.
-    pub timers_fired: usize,
-    /// Expired state entries evicted.
-    pub entries_evicted: u64,
-}
+/// How progress names a processor stage, like Spark.
+const STAGE_NAME: &str = "transformWithState";
 
 /// A processor running as several shards over disjoint key-group ranges.
 pub struct ShardedOperator {
     shards: Vec<WasmOperator>,
     ranges: Vec<Range<u16>>,
     key_groups: u16,
+    operator_id: u16,
+    /// Rows for `handle-initial-state`, applied in the query's first batch.
+    initial_state: Option<RecordBatch>,
 }
 
 /// Splits `0..key_groups` into `parts` contiguous, nearly equal ranges.
@@ -60,16 +55,22 @@ impl ShardedOperator {
             let shard_options = OperatorOptions { key_group_range: range.clone(), ..options.clone() };
             shards.push(WasmOperator::open(module, input_schema, shard_options)?);
         }
-        Ok(Self { shards, ranges, key_groups: options.key_groups })
+        Ok(Self {
+            shards,
+            ranges,
+            key_groups: options.key_groups,
+            operator_id: options.operator_id,
+            initial_state: None,
+        })
+    }
+
+    /// Hands `rows` to `handle-initial-state` in the next batch (the query's first).
+    pub fn start_from(&mut self, rows: RecordBatch) {
+        self.initial_state = Some(rows);
     }
 
     fn first(&self) -> &WasmOperator {
         &self.shards[0]
-    }
-
-    /// The schema of the rows the processor returns.
-    pub fn output_schema(&self) -> &SchemaRef {
-        self.first().output_schema()
     }
 
     /// The state variables the processor declared.
@@ -82,23 +83,13 @@ impl ShardedOperator {
         self.first().time_mode()
     }
 
-    /// Whether the processor wants late rows.
-    pub fn accepts_late_rows(&self) -> bool {
-        self.first().accepts_late_rows()
-    }
-
     /// How many shards run.
     pub fn parallelism(&self) -> usize {
         self.shards.len()
     }
 
-    /// Starts one state transaction per shard.
-    pub fn begin(&self, store: &StateStore) -> Vec<StateTxn> {
-        self.shards.iter().map(|_| store.begin()).collect()
-    }
-
     /// Applies the initial state in every shard's transaction.
-    pub fn apply_initial_state(
+    fn apply_initial_state(
         &mut self,
         txns: Vec<StateTxn>,
         rows: &RecordBatch,
@@ -107,8 +98,8 @@ impl ShardedOperator {
         self.shards.iter_mut().zip(txns).map(|(shard, txn)| shard.apply_initial_state(txn, rows, time)).collect()
     }
 
-    /// Runs one batch on every shard in parallel.
-    pub fn run_batch(&mut self, txns: Vec<StateTxn>, input: &RecordBatch, time: BatchTime) -> Result<ShardedOutput> {
+    /// Runs one batch on every shard in parallel, each in its own transaction.
+    fn run_shards(&mut self, txns: Vec<StateTxn>, input: &RecordBatch, time: BatchTime) -> Result<StageOutput> {
         let grouped = group_by_key(input, self.first().key_indices(), self.key_groups);
         let keys = grouped.keys();
         // Keys come in key-group order and each shard owns a run of key groups: a slice each.
@@ -134,26 +125,53 @@ impl ShardedOperator {
                 .map(|handle| handle.join().unwrap_or_else(|_| Err(anyhow!("a shard's thread panicked"))))
                 .collect()
         });
-        let mut output = ShardedOutput {
-            txns: Vec::new(),
-            rows: Vec::new(),
-            keys_with_input: 0,
-            timers_fired: 0,
-            entries_evicted: 0,
-        };
+        let stats = StageStats { name: STAGE_NAME.to_string(), ..StageStats::default() };
+        let mut output = StageOutput { txns: Vec::new(), rows: Vec::new(), stats };
         for result in results {
             let shard_output = result?;
+            let (written, deleted) = shard_output.txn.change_counts(Cf::State);
+            output.stats.state_rows_updated += written;
+            output.stats.state_rows_removed += deleted;
+            output.stats.keys_with_input += shard_output.keys_with_input as u64;
+            output.stats.timers_fired += shard_output.timers_fired as u64;
+            output.stats.entries_evicted += shard_output.entries_evicted;
             output.txns.push(shard_output.txn);
             output.rows.extend(shard_output.rows);
-            output.keys_with_input += shard_output.keys_with_input;
-            output.timers_fired += shard_output.timers_fired;
-            output.entries_evicted += shard_output.entries_evicted;
         }
         Ok(output)
     }
+}
 
-    /// Closes every shard's processor.
-    pub fn close(&mut self) -> Result<()> {
+impl Stage for ShardedOperator {
+    fn output_schema(&self) -> &SchemaRef {
+        self.first().output_schema()
+    }
+
+    fn accepts_late_rows(&self) -> bool {
+        self.first().accepts_late_rows()
+    }
+
+    fn timers_due(&self, store: &StateStore, time: BatchTime) -> Result<bool> {
+        let deadline = match (self.time_mode(), time.watermark) {
+            (TimeMode::ProcessingTime, _) => time.processing_time,
+            (TimeMode::EventTime, Some(watermark)) => watermark,
+            _ => return Ok(false),
+        };
+        Ok(!Timers::due(&store.begin(), self.operator_id, deadline)?.is_empty())
+    }
+
+    fn run(&mut self, store: &StateStore, input: &RecordBatch, time: BatchTime) -> Result<StageOutput> {
+        let started = std::time::Instant::now();
+        let mut txns = self.shards.iter().map(|_| store.begin()).collect();
+        if let Some(initial) = self.initial_state.take() {
+            txns = self.apply_initial_state(txns, &initial, time).context("applying the initial state failed")?;
+        }
+        let mut output = self.run_shards(txns, input, time)?;
+        output.stats.run_ms = started.elapsed().as_millis() as u64;
+        Ok(output)
+    }
+
+    fn close(&mut self) -> Result<()> {
         self.shards.iter_mut().try_for_each(WasmOperator::close)
     }
 }

@@ -9,16 +9,17 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::{Field as ArrowField, Schema, SchemaRef};
 
 use super::grouping::{KeyRows, group_by_key};
-use super::key;
-use crate::state::{KeyScope, StateKind, StateTxn, Timers, VariableDecl, evict_expired};
+use super::stage::BatchTime;
+use crate::contract::rows::{OutputRows, arrow_type, contract_type, gather, key_label};
+use crate::contract::{
+    ExpiredTimer, Field, InitContext, OutputMode, ProcessorSpec, RowBatch, Scalar, TimeMode, TimerValues,
+};
+use crate::pipeline::InstanceLimits;
+use crate::state::{KeyScope, StateKind, StateTxn, Timers, VariableDecl, evict_expired, key};
+use crate::wasm::{Module, ProcessorInstance};
 
 /// How many keys' value and list state is read ahead in one batched lookup.
 const PREFETCH_KEYS: usize = 1024;
-use crate::wasm::rows::{OutputRows, arrow_type, contract_type, gather, key_label};
-use crate::wasm::{
-    ExpiredTimer, Field, InitContext, InstanceLimits, Module, OutputMode, ProcessorInstance, ProcessorSpec, RowBatch,
-    Scalar, TimeMode, TimerValues,
-};
 
 /// How an operator is set up.
 #[derive(Clone, Debug)]
@@ -41,17 +42,6 @@ pub struct OperatorOptions {
     pub event_time_column: Option<String>,
     /// The key groups this instance owns (timers and TTL eviction act on these only).
     pub key_group_range: Range<u16>,
-}
-
-/// The clocks of one batch.
-#[derive(Clone, Copy, Debug)]
-pub struct BatchTime {
-    /// The batch id (seeds the guest's randomness).
-    pub batch_id: u64,
-    /// The batch's processing time, microseconds since the epoch.
-    pub processing_time: i64,
-    /// The watermark in force, if any.
-    pub watermark: Option<i64>,
 }
 
 /// What one batch of an operator produced.
@@ -119,7 +109,7 @@ impl WasmOperator {
 
     /// The state variables the processor declared.
     pub fn state_variables(&self) -> Vec<VariableDecl> {
-        self.spec.state.iter().map(super::variable_decl).collect()
+        self.spec.state.iter().map(VariableDecl::from).collect()
     }
 
     /// The processor's time mode.

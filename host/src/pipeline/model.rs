@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use arrow::datatypes::SchemaRef;
 
-use crate::wasm::{InstanceLimits, OutputMode, TimeMode};
+use crate::contract::{OutputMode, TimeMode};
 
 /// A validated pipeline.
 #[derive(Clone, Debug)]
@@ -46,6 +46,13 @@ pub struct SourceSpec {
     pub watermark: Option<WatermarkSpec>,
     /// What to do with a record that does not decode.
     pub on_bad_record: BadRecordPolicy,
+}
+
+impl SourceSpec {
+    /// The index of the event-time column in the schema, when the source has a watermark.
+    pub fn event_time_column(&self) -> Option<usize> {
+        self.watermark.as_ref().and_then(|watermark| self.schema.index_of(&watermark.column).ok())
+    }
 }
 
 /// Where a source's rows come from.
@@ -135,6 +142,22 @@ pub struct OperatorSpec {
     pub config_json: String,
     /// State to start a new query from, handed to `handle-initial-state`.
     pub initial_state: Option<InitialStateSpec>,
+}
+
+/// What one processor instance may use: spec data (`operator.memory-limit-mb`,
+/// `operator.call-timeout-ms`) that the runtime enforces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InstanceLimits {
+    /// The largest linear memory the guest may grow to, in bytes.
+    pub memory_cap_bytes: usize,
+    /// The longest one call into the guest may run.
+    pub call_timeout: Duration,
+}
+
+impl Default for InstanceLimits {
+    fn default() -> Self {
+        Self { memory_cap_bytes: 256 << 20, call_timeout: Duration::from_secs(30) }
+    }
 }
 
 /// JSON-lines rows that seed a new query's state, one group per key.

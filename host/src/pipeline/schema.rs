@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use arrow::datatypes::{Field, Schema, SchemaRef};
 
-use crate::wasm::DataType;
-use crate::wasm::rows::arrow_type;
+use crate::contract::DataType;
+use crate::contract::rows::arrow_type;
 
 /// The type names a schema may use, for messages.
 pub const TYPE_NAMES: &str = "STRING, BIGINT, DOUBLE, BOOLEAN, BINARY, TIMESTAMP";

@@ -12,7 +12,7 @@ use toml::Spanned;
 use super::duration::parse_duration;
 use super::model::*;
 use super::schema::parse_schema;
-use crate::wasm::{InstanceLimits, OutputMode, TimeMode};
+use crate::contract::{OutputMode, TimeMode};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -290,8 +290,8 @@ fn source_spec(at: &Locator, base: &Path, index: usize, raw: &RawSource) -> Resu
             let column = watermark.column.get_ref();
             match schema.field_with_name(column) {
                 Ok(field)
-                    if crate::wasm::rows::contract_type(field.data_type())
-                        == Some(crate::wasm::DataType::Timestamp) => {}
+                    if crate::contract::rows::contract_type(field.data_type())
+                        == Some(crate::contract::DataType::Timestamp) => {}
                 Ok(_) => {
                     return Err(at.at(
                         &watermark.column,

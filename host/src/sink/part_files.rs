@@ -34,7 +34,7 @@ impl PartFiles {
     /// in the same directory, synced, then renamed over any earlier version.
     pub fn publish(&self, batch_id: u64, bytes: &[u8]) -> Result<PathBuf> {
         let path = self.path_of(batch_id);
-        crate::fsutil::write_atomic(&path, bytes)
+        crate::util::fs::write_atomic(&path, bytes)
             .with_context(|| format!("cannot publish batch {batch_id} to {}", path.display()))?;
         Ok(path)
     }

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::decode::BadRecord;
-use crate::fsutil::write_atomic;
+use crate::util::fs::write_atomic;
 
 /// The bad records of one batch of one source.
 pub(super) struct DeadLetters {

@@ -18,9 +18,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::dead_letter::DeadLetters;
-use super::file_log::{FileSourceLog, LoggedFile};
 use super::listing::{InputFile, file_path, list_files};
 use super::{Source, SourceBatch, meta_key};
+use crate::checkpoint::{CheckpointDir, LoggedFile, SourceLog};
 use crate::decode::{check_schema, decode_file};
 use crate::pipeline::{BadRecordPolicy, FileFormat, SourceKind, SourceSpec};
 use crate::state::{Cf, StateStore};
@@ -36,7 +36,7 @@ pub(super) struct FileSource {
     on_bad_record: BadRecordPolicy,
     /// The names present when the source was bound to "available now".
     bound: Option<BTreeSet<String>>,
-    log: FileSourceLog,
+    log: SourceLog,
     /// Names the store showed committed (a committed file stays committed), so that
     /// each trigger looks up only the files it has not seen committed yet.
     seen_committed: RefCell<HashSet<String>>,
@@ -57,7 +57,7 @@ struct Consumed {
 impl FileSource {
     /// The file source of `spec` (whose kind must be `Files`), number `index`, logging
     /// its batches in `checkpoint`.
-    pub fn open(spec: &SourceSpec, index: usize, checkpoint: &std::path::Path) -> Result<Self> {
+    pub fn open(spec: &SourceSpec, index: usize, checkpoint: &CheckpointDir) -> Result<Self> {
         let SourceKind::Files { format, path, max_files_per_trigger } = &spec.kind else {
             bail!("source '{}' is not a file source", spec.name);
         };
@@ -74,7 +74,7 @@ impl FileSource {
             max_files_per_trigger: *max_files_per_trigger,
             on_bad_record: spec.on_bad_record.clone(),
             bound: None,
-            log: FileSourceLog::new(checkpoint, index),
+            log: checkpoint.source_log(index),
             seen_committed: RefCell::default(),
         })
     }
@@ -161,6 +161,10 @@ impl FileSource {
 impl Source for FileSource {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn description(&self) -> String {
+        format!("FileSource[{}]", self.path.display())
     }
 
     fn schema(&self) -> &SchemaRef {

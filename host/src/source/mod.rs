@@ -8,7 +8,6 @@
 //! before its commit is planned again the same way.
 
 mod dead_letter;
-mod file_log;
 mod files;
 mod listing;
 mod rate;
@@ -18,6 +17,7 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use serde_json::Value;
 
+use crate::checkpoint::CheckpointDir;
 use crate::pipeline::{FileFormat, SourceKind, SourceSpec};
 use crate::state::StateStore;
 
@@ -44,6 +44,10 @@ pub struct SourceBatch {
 pub trait Source: Send {
     /// The source's name, for progress and errors.
     fn name(&self) -> &str;
+
+    /// How progress describes this source, like Spark: `FileSource[/in]`,
+    /// `RateSource[rowsPerSecond=5]`.
+    fn description(&self) -> String;
 
     /// The schema of its rows.
     fn schema(&self) -> &SchemaRef;
@@ -97,9 +101,9 @@ pub trait Source: Send {
 }
 
 /// Opens source number `index` of the pipeline checkpointed in `checkpoint` (its meta
-/// keys are namespaced by `index`; a file source logs its batches' files in
-/// `checkpoint/sources/<index>/`).
-pub fn open(spec: &SourceSpec, index: usize, checkpoint: &std::path::Path) -> Result<Box<dyn Source>> {
+/// keys are namespaced by `index`; a file source logs its batches' files in the
+/// checkpoint's source log `index`).
+pub fn open(spec: &SourceSpec, index: usize, checkpoint: &CheckpointDir) -> Result<Box<dyn Source>> {
     Ok(match &spec.kind {
         SourceKind::Files { .. } => Box::new(files::FileSource::open(spec, index, checkpoint)?),
         SourceKind::Rate { .. } => Box::new(rate::RateSource::open(spec, index)?),

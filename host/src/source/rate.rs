@@ -18,14 +18,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{Source, SourceBatch, meta_key};
+use crate::contract::rows::arrow_type;
 use crate::pipeline::{SourceKind, SourceSpec};
 use crate::state::{Cf, StateStore};
-use crate::wasm::rows::arrow_type;
 
 /// The rate source's schema: `timestamp TIMESTAMP NOT NULL, value BIGINT NOT NULL`.
 pub fn rate_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
-        Field::new("timestamp", arrow_type(crate::wasm::DataType::Timestamp), false),
+        Field::new("timestamp", arrow_type(crate::contract::DataType::Timestamp), false),
         Field::new("value", DataType::Int64, false),
     ]))
 }
@@ -144,6 +144,10 @@ impl RateSource {
 impl Source for RateSource {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn description(&self) -> String {
+        format!("RateSource[rowsPerSecond={}]", self.rows_per_second)
     }
 
     fn schema(&self) -> &SchemaRef {

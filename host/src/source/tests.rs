@@ -21,8 +21,14 @@ fn fixture() -> Fixture {
     let root = dir.path().to_path_buf();
     let input = root.join("input");
     std::fs::create_dir(&input).expect("mkdir");
-    let store = StateStore::open(&root.join("state")).expect("store");
+    let store = StateStore::open(&CheckpointDir::new(&root).store_dir()).expect("store");
     Fixture { _dir: dir, input, root, store }
+}
+
+impl Fixture {
+    fn checkpoint(&self) -> CheckpointDir {
+        CheckpointDir::new(&self.root)
+    }
 }
 
 fn spec(path: &Path, format: FileFormat, max_files_per_trigger: Option<usize>, policy: BadRecordPolicy) -> SourceSpec {
@@ -61,7 +67,7 @@ pub(super) fn commit(store: &StateStore, batch: &SourceBatch, batch_id: u64) {
 fn discovers_new_files_at_every_call_and_reads_each_once() {
     let f = fixture();
     write(&f.input, "a.jsonl", "{\"user\":\"a1\",\"amount\":1}\n{\"user\":\"a2\",\"amount\":2}\n");
-    let mut source = open(&json_spec(&f.input), 3, &f.root).expect("opens");
+    let mut source = open(&json_spec(&f.input), 3, &f.checkpoint()).expect("opens");
     assert_eq!(source.name(), "clicks");
     let first = source.next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
     assert_eq!(users(&first), ["a1", "a2"]);
@@ -84,10 +90,10 @@ fn discovers_new_files_at_every_call_and_reads_each_once() {
     assert_eq!(second.start_offset, json!({"filesCommitted": 1}));
     commit(&f.store, &second, 1);
     // A restarted source (same index) sees the committed progress.
-    let mut restarted = open(&json_spec(&f.input), 3, &f.root).expect("opens");
+    let mut restarted = open(&json_spec(&f.input), 3, &f.checkpoint()).expect("opens");
     assert!(restarted.next_batch(&f.store, 2, 0).expect("plans").is_none());
     // Another index has its own progress.
-    let mut other = open(&json_spec(&f.input), 4, &f.root).expect("opens");
+    let mut other = open(&json_spec(&f.input), 4, &f.checkpoint()).expect("opens");
     assert_eq!(users(&other.next_batch(&f.store, 2, 0).expect("plans").expect("a batch")), ["a1", "a2", "b"]);
 }
 
@@ -96,7 +102,7 @@ fn a_single_file_is_read_once() {
     let f = fixture();
     let file = f.input.join("only.txt");
     write(&f.input, "only.txt", "{\"user\":\"x\"}\n");
-    let mut source = open(&json_spec(&file), 0, &f.root).expect("opens");
+    let mut source = open(&json_spec(&file), 0, &f.checkpoint()).expect("opens");
     let batch = source.next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
     assert_eq!(users(&batch), ["x"]);
     assert!(batch.rows.column(1).is_null(0));
@@ -111,7 +117,7 @@ fn takes_at_most_max_files_per_trigger() {
         write(&f.input, &format!("{name}.json"), &format!("{{\"user\":\"{name}\"}}\n"));
     }
     let mut source =
-        open(&spec(&f.input, FileFormat::Json, Some(2), BadRecordPolicy::Fail), 0, &f.root).expect("opens");
+        open(&spec(&f.input, FileFormat::Json, Some(2), BadRecordPolicy::Fail), 0, &f.checkpoint()).expect("opens");
     let first = source.next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
     assert_eq!(users(&first), ["a", "b"]);
     commit(&f.store, &first, 0);
@@ -126,7 +132,7 @@ fn available_now_leaves_later_files_for_a_later_run() {
     write(&f.input, "a.json", "{\"user\":\"a\"}\n");
     write(&f.input, "b.json", "{\"user\":\"b\"}\n");
     let bounded_spec = spec(&f.input, FileFormat::Json, Some(1), BadRecordPolicy::Fail);
-    let mut source = open(&bounded_spec, 0, &f.root).expect("opens");
+    let mut source = open(&bounded_spec, 0, &f.checkpoint()).expect("opens");
     assert!(!source.caught_up(&f.store).expect("reads"));
     source.bound_to_available_now(&f.store, 0).expect("binds");
     write(&f.input, "aa.json", "{\"user\":\"late\"}\n");
@@ -140,7 +146,7 @@ fn available_now_leaves_later_files_for_a_later_run() {
     }
     assert_eq!(seen, ["a", "b"]);
     assert!(source.next_batch(&f.store, batch_id, 0).expect("plans").is_none());
-    let mut next_run = open(&bounded_spec, 0, &f.root).expect("opens");
+    let mut next_run = open(&bounded_spec, 0, &f.checkpoint()).expect("opens");
     next_run.bound_to_available_now(&f.store, 0).expect("binds");
     assert_eq!(users(&next_run.next_batch(&f.store, batch_id, 0).expect("plans").expect("a batch")), ["late"]);
 }
@@ -149,11 +155,11 @@ fn available_now_leaves_later_files_for_a_later_run() {
 fn replans_exactly_the_recorded_files() {
     let f = fixture();
     write(&f.input, "b.json", "{\"user\":\"b\"}\n");
-    let mut source = open(&json_spec(&f.input), 0, &f.root).expect("opens");
+    let mut source = open(&json_spec(&f.input), 0, &f.checkpoint()).expect("opens");
     let planned = source.next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
     // The batch failed; a file arrived before the re-run.
     write(&f.input, "a.json", "{\"user\":\"a\"}\n");
-    let mut restarted = open(&json_spec(&f.input), 0, &f.root).expect("opens");
+    let mut restarted = open(&json_spec(&f.input), 0, &f.checkpoint()).expect("opens");
     let replayed = restarted.replan_batch(&f.store, 0, 0, &planned.end_offset).expect("replans").expect("a batch");
     assert_eq!(users(&replayed), ["b"]);
     assert_eq!(replayed.commit, planned.commit);
@@ -174,7 +180,7 @@ fn reads_csv_with_a_header() {
     write(&f.input, "a.csv", "user;amount\nann;5\n\"bo;b\";\n");
     write(&f.input, "b.json", "{\"user\":\"json\"}\n");
     let format = FileFormat::Csv { header: true, delimiter: b';' };
-    let mut source = open(&spec(&f.input, format, None, BadRecordPolicy::Fail), 0, &f.root).expect("opens");
+    let mut source = open(&spec(&f.input, format, None, BadRecordPolicy::Fail), 0, &f.checkpoint()).expect("opens");
     let batch = source.next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
     assert_eq!(users(&batch), ["ann", "bo;b"]);
     let amounts = batch.rows.column(1).as_any().downcast_ref::<Int64Array>().expect("ints");
@@ -188,7 +194,7 @@ const MIXED: &str =
 fn fails_on_a_bad_record_naming_file_line_and_reason() {
     let f = fixture();
     write(&f.input, "a.json", MIXED);
-    let mut source = open(&json_spec(&f.input), 0, &f.root).expect("opens");
+    let mut source = open(&json_spec(&f.input), 0, &f.checkpoint()).expect("opens");
     let error = source.next_batch(&f.store, 0, 0).unwrap_err().to_string();
     let file = f.input.join("a.json");
     assert_eq!(
@@ -201,7 +207,7 @@ fn fails_on_a_bad_record_naming_file_line_and_reason() {
     );
     let format = FileFormat::Csv { header: false, delimiter: b',' };
     write(&f.input, "b.csv", "a,1\nb,x\n");
-    let mut csv = open(&spec(&f.input, format, None, BadRecordPolicy::Fail), 1, &f.root).expect("opens");
+    let mut csv = open(&spec(&f.input, format, None, BadRecordPolicy::Fail), 1, &f.checkpoint()).expect("opens");
     let error = csv.next_batch(&f.store, 0, 0).unwrap_err().to_string();
     assert_eq!(
         error,
@@ -218,7 +224,8 @@ fn skips_and_counts_bad_records() {
     let f = fixture();
     write(&f.input, "a.json", MIXED);
     write(&f.input, "b.json", "oops\n{\"user\":\"d\"}\n");
-    let mut source = open(&spec(&f.input, FileFormat::Json, None, BadRecordPolicy::Skip), 0, &f.root).expect("opens");
+    let mut source =
+        open(&spec(&f.input, FileFormat::Json, None, BadRecordPolicy::Skip), 0, &f.checkpoint()).expect("opens");
     let batch = source.next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
     assert_eq!(users(&batch), ["a", "c", "d"]);
     assert_eq!(batch.bad_records, 2);
@@ -231,7 +238,7 @@ fn dead_letters_bad_records_per_batch() {
     write(&f.input, "a.json", MIXED);
     write(&f.input, "b.json", "{\"user\":\"d\"}\n\nnot json\n");
     let policy = BadRecordPolicy::DeadLetter(letters.clone());
-    let mut source = open(&spec(&f.input, FileFormat::Json, None, policy), 0, &f.root).expect("opens");
+    let mut source = open(&spec(&f.input, FileFormat::Json, None, policy), 0, &f.checkpoint()).expect("opens");
     let batch = source.next_batch(&f.store, 7, 0).expect("plans").expect("a batch");
     assert_eq!(users(&batch), ["a", "c", "d"]);
     assert_eq!(batch.bad_records, 2);

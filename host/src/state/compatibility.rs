@@ -8,13 +8,13 @@
 //! kept in `state/_schema` (the store's copy is the one checked).
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
 use super::store::{Cf, StateStore};
 use super::variables::VariableDecl;
+use crate::checkpoint::CheckpointDir;
 
 /// The state schema of one operator.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,7 +30,7 @@ pub struct OperatorStateSchema {
 }
 
 /// The meta key of `operator`'s state schema.
-pub(crate) fn schema_key(operator: u16) -> Vec<u8> {
+pub fn schema_key(operator: u16) -> Vec<u8> {
     format!("schema/{operator}").into_bytes()
 }
 
@@ -48,7 +48,7 @@ pub fn check_and_record(
     store: &StateStore,
     operator: u16,
     current: &OperatorStateSchema,
-    checkpoint: &Path,
+    checkpoint: &CheckpointDir,
 ) -> Result<()> {
     let stored = stored_schema(store, operator)?;
     if let Some(stored) = &stored {
@@ -57,7 +57,7 @@ pub fn check_and_record(
             bail!(
                 "the checkpoint {} holds state that this pipeline cannot use: {}. Either revert that change, \
                  or start from a new checkpoint (another --checkpoint directory) to begin with empty state",
-                checkpoint.display(),
+                checkpoint.root().display(),
                 changes.join("; ")
             );
         }
@@ -68,7 +68,7 @@ pub fn check_and_record(
     if stored.as_ref() != Some(current) {
         store.write_meta(&schema_key(operator), &serde_json::to_vec(current)?)?;
     }
-    write_schema_file(checkpoint, operator, current)
+    write_schema_file(&checkpoint.schema_file(), operator, current)
 }
 
 /// Version of the `state/_schema` file's format.
@@ -76,9 +76,8 @@ const SCHEMA_FILE_VERSION: u32 = 1;
 
 /// Records `schema` for `operator` in the checkpoint's `state/_schema` (JSON, keeping
 /// the other operators' entries).
-fn write_schema_file(checkpoint: &Path, operator: u16, schema: &OperatorStateSchema) -> Result<()> {
-    let path = super::paths::schema_file(checkpoint);
-    let mut operators: BTreeMap<String, OperatorStateSchema> = std::fs::read(&path)
+fn write_schema_file(path: &std::path::Path, operator: u16, schema: &OperatorStateSchema) -> Result<()> {
+    let mut operators: BTreeMap<String, OperatorStateSchema> = std::fs::read(path)
         .ok()
         .and_then(|raw| serde_json::from_slice::<serde_json::Value>(&raw).ok())
         .and_then(|file| serde_json::from_value(file.get("operators")?.clone()).ok())
@@ -88,7 +87,7 @@ fn write_schema_file(checkpoint: &Path, operator: u16, schema: &OperatorStateSch
     }
     operators.insert(operator.to_string(), schema.clone());
     let file = serde_json::json!({ "version": SCHEMA_FILE_VERSION, "operators": operators });
-    crate::fsutil::write_atomic(&path, format!("{file:#}\n").as_bytes())
+    crate::util::fs::write_atomic(path, format!("{file:#}\n").as_bytes())
 }
 
 /// Everything that changed in a way the stored state cannot follow.

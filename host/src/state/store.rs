@@ -31,19 +31,20 @@ pub enum Cf {
 }
 
 /// The column families, in [`Cf`] order.
-pub(crate) const CF_NAMES: [&str; 6] = ["state", "timers", "timer_index", "meta", "ttl_index", CHANGELOG];
+pub const CF_NAMES: [&str; 6] = ["state", "timers", "timer_index", "meta", "ttl_index", CHANGELOG];
 
 /// The column family holding each batch's state changes: `batch u64 | state key` →
 /// `0 | new value` (update) or `1` (delete). Written in the batch's own atomic commit.
-pub(crate) const CHANGELOG: &str = "changelog";
+pub const CHANGELOG: &str = "changelog";
 /// The write-ahead log size past which RocksDB flushes the column families that hold
 /// its oldest entries (what a restart after a crash replays is about this much).
 const MAX_TOTAL_WAL_BYTES: u64 = 64 << 20;
 /// The meta key of the last committed batch id.
-pub(crate) const COMMITTED_BATCH: &[u8] = b"committed-batch";
+pub const COMMITTED_BATCH: &[u8] = b"committed-batch";
 
 impl Cf {
-    fn name(self) -> &'static str {
+    /// The column family's name in the store.
+    pub fn name(self) -> &'static str {
         CF_NAMES[self as usize]
     }
 }

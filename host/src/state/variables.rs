@@ -31,6 +31,19 @@ pub struct VariableDecl {
     pub ttl_us: Option<u64>,
 }
 
+impl From<&crate::contract::StateDeclaration> for VariableDecl {
+    /// The host's view of a variable a processor declared in `init`.
+    fn from(decl: &crate::contract::StateDeclaration) -> Self {
+        use crate::contract::StateKind as Declared;
+        let kind = match decl.kind {
+            Declared::Value => StateKind::Value,
+            Declared::List => StateKind::List,
+            Declared::Map => StateKind::Map,
+        };
+        Self { name: decl.name.clone(), kind, ttl_us: decl.ttl }
+    }
+}
+
 impl VariableDecl {
     fn expiry(&self, now: i64) -> i64 {
         match self.ttl_us {

@@ -7,25 +7,12 @@ use std::time::Duration;
 
 use wasmtime::{Store, Trap};
 
-use super::bindings::{ExpiredTimer, InitContext, Processor, ProcessorSpec, RowBatch, Scalar, TimerValues};
+use super::bindings::Processor;
 use super::host::HostState;
 use super::runtime::{EPOCH_TICK, Module};
-use crate::state::{KeyScope, StateTxn};
-
-/// Per-instance resource limits.
-#[derive(Clone, Copy, Debug)]
-pub struct InstanceLimits {
-    /// The largest linear memory the guest may grow to, in bytes.
-    pub memory_cap_bytes: usize,
-    /// The longest one call into the guest may run.
-    pub call_timeout: Duration,
-}
-
-impl Default for InstanceLimits {
-    fn default() -> Self {
-        Self { memory_cap_bytes: 256 << 20, call_timeout: Duration::from_secs(30) }
-    }
-}
+use crate::contract::{ExpiredTimer, InitContext, ProcessorSpec, RowBatch, Scalar, TimerValues};
+use crate::pipeline::InstanceLimits;
+use crate::state::{KeyScope, StateTxn, VariableDecl};
 
 /// What went wrong inside a guest call.
 #[derive(Debug, Clone, PartialEq)]
@@ -134,10 +121,7 @@ impl ProcessorInstance {
         let spec = self.call("init", |p, s| p.eddy_processor_handler().call_init(s, context))?;
         let scope = &mut self.store.data_mut().scope;
         scope.declared = Some(
-            spec.state
-                .iter()
-                .map(|decl| (decl.name.clone(), std::sync::Arc::new(crate::operator::variable_decl(decl))))
-                .collect(),
+            spec.state.iter().map(|decl| (decl.name.clone(), std::sync::Arc::new(VariableDecl::from(decl)))).collect(),
         );
         scope.time_mode = Some(spec.time_mode);
         Ok(spec)
@@ -218,7 +202,7 @@ impl ProcessorInstance {
         let error = |this: &Self, problem| GuestError {
             module: this.store.data().module.clone(),
             function,
-            key: keyed.then(|| super::rows::key_label(&this.store.data().scope.key_values)),
+            key: keyed.then(|| crate::contract::rows::key_label(&this.store.data().scope.key_values)),
             problem,
         };
         if self.poisoned {

@@ -1,17 +1,18 @@
 //! The WebAssembly runtime that runs processor modules: the engine and module
 //! cache, the sandbox, the host side of the contract, and instances.
+//!
+//! The contract's types live in [`crate::contract`]; here is only the runtime:
+//! - `runtime.rs`: the engine, the compiled-module cache, the contract-version check;
+//! - `instance.rs`: one instance and its calls, each under a deadline and a memory cap;
+//! - `sandbox.rs`: what WASI gives a guest (batch clock, seeded random, captured output);
+//! - `bindings.rs`: the `processor` world's bindings;
+//! - `host/`: one file per imported WIT interface (`state`, `timers`, `logging`).
 
 mod bindings;
 mod host;
 mod instance;
-pub mod rows;
 mod runtime;
 mod sandbox;
 
-pub use bindings::eddy::processor::logging::Level as LogLevel;
-pub use bindings::{
-    CONTRACT_PACKAGE, CONTRACT_VERSION, Column, ColumnValues, DataType, ExpiredTimer, Field, InitContext, OutputMode,
-    ProcessorSpec, RowBatch, Scalar, StateDeclaration, StateKind, TimeMode, TimerValues, VarLen,
-};
-pub use instance::{GuestError, GuestProblem, InstanceLimits, ProcessorInstance};
+pub use instance::{GuestError, GuestProblem, ProcessorInstance};
 pub use runtime::{Module, WasmRuntime};

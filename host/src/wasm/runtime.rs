@@ -11,8 +11,9 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use super::bindings::{CONTRACT_PACKAGE, CONTRACT_VERSION, Processor, ProcessorPre};
+use super::bindings::{Processor, ProcessorPre};
 use super::host::HostState;
+use crate::contract::{CONTRACT_PACKAGE, CONTRACT_VERSION};
 
 /// How often the epoch advances; call deadlines are counted in these ticks.
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);
@@ -114,7 +115,7 @@ impl WasmRuntime {
         let artifact = self.engine.precompile_component(bytes).map_err(|error| {
             anyhow::anyhow!("module '{name}' is not a valid WebAssembly component: {error:#} (build it with `cargo build --target wasm32-wasip2`)")
         })?;
-        if let Err(error) = crate::fsutil::write_atomic(&file, &artifact) {
+        if let Err(error) = crate::util::fs::write_atomic(&file, &artifact) {
             crate::log::warn(&format!("cannot cache the compiled module in {}: {error:#}", file.display()));
         }
         // SAFETY: the bytes were produced by `precompile_component` of this very engine.

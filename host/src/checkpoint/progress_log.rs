@@ -1,18 +1,14 @@
 //! The progress log: `<checkpoint>/progress/<batchId>.json`, one pretty-printed
-//! [`QueryProgress`] per batch, each written atomically so that a reader (`eddy
+//! progress record per batch, each written atomically so that a reader (`eddy
 //! progress --follow`) never sees half a record.
 
-use std::io::ErrorKind;
 use std::ops::ControlFlow;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use super::record::QueryProgress;
-
-/// The progress directory's name inside a checkpoint.
-pub const PROGRESS_DIR: &str = "progress";
+use super::progress_record::QueryProgress;
+use super::record_log::RecordLog;
 
 /// How often a follower looks for new records.
 pub const FOLLOW_POLL: Duration = Duration::from_millis(200);
@@ -20,72 +16,43 @@ pub const FOLLOW_POLL: Duration = Duration::from_millis(200);
 /// The progress records of one checkpoint.
 #[derive(Clone, Debug)]
 pub struct ProgressLog {
-    dir: PathBuf,
+    log: RecordLog,
 }
 
 impl ProgressLog {
-    /// The log of the query whose checkpoint is `checkpoint` (created on first append).
-    pub fn new(checkpoint: &Path) -> Self {
-        Self { dir: checkpoint.join(PROGRESS_DIR) }
+    pub(super) fn new(log: RecordLog) -> Self {
+        Self { log }
+    }
+
+    /// The records underneath.
+    pub fn log(&self) -> &RecordLog {
+        &self.log
     }
 
     /// The log of an existing checkpoint, for reading; an error if the query never
     /// wrote progress there.
-    pub fn open_existing(checkpoint: &Path) -> Result<Self> {
-        let log = Self::new(checkpoint);
-        if !log.dir.is_dir() {
-            anyhow::bail!("no progress in {}: has the query run with this checkpoint?", log.dir.display());
+    pub fn open_existing(self) -> Result<Self> {
+        if !self.log.dir().is_dir() {
+            anyhow::bail!("no progress in {}: has the query run with this checkpoint?", self.log.dir().display());
         }
-        Ok(log)
-    }
-
-    /// The directory holding the records.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// The file of batch `batch_id`'s record.
-    pub fn path_of(&self, batch_id: u64) -> PathBuf {
-        self.dir.join(format!("{batch_id}.json"))
+        Ok(self)
     }
 
     /// Writes `record` as its batch's file (atomically; a replayed batch replaces it).
     pub fn append(&self, record: &QueryProgress) -> Result<()> {
-        let mut text = serde_json::to_string_pretty(record).context("cannot serialize a progress record")?;
-        text.push('\n');
-        let path = self.path_of(record.batch_id);
-        crate::fsutil::write_atomic(&path, text.as_bytes())
+        self.log
+            .write(record.batch_id, record)
             .with_context(|| format!("cannot write the progress of batch {}", record.batch_id))
     }
 
     /// The batch ids that have a record, in order (none if the directory is missing).
     pub fn batch_ids(&self) -> Result<Vec<u64>> {
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e).with_context(|| format!("cannot list {}", self.dir.display())),
-        };
-        let mut ids = Vec::new();
-        for entry in entries {
-            let entry = entry.with_context(|| format!("cannot list {}", self.dir.display()))?;
-            let name = entry.file_name();
-            let id = name
-                .to_str()
-                .and_then(|name| name.strip_suffix(".json"))
-                .filter(|id| id.bytes().all(|b| b.is_ascii_digit()));
-            if let Some(id) = id.and_then(|id| id.parse::<u64>().ok()) {
-                ids.push(id);
-            }
-        }
-        ids.sort_unstable();
-        Ok(ids)
+        self.log.ids()
     }
 
     /// The record of batch `batch_id`.
     pub fn read(&self, batch_id: u64) -> Result<QueryProgress> {
-        let path = self.path_of(batch_id);
-        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-        serde_json::from_str(&text).with_context(|| format!("{} is not a progress record", path.display()))
+        self.log.read(batch_id)?.with_context(|| format!("cannot read {}", self.log.path_of(batch_id).display()))
     }
 
     /// The last `n` records, in batch order.
@@ -97,22 +64,6 @@ impl ProgressLog {
     /// Every record, in batch order.
     pub fn all(&self) -> Result<Vec<QueryProgress>> {
         self.last(usize::MAX)
-    }
-
-    /// Deletes all but the last `keep` records; returns how many it deleted.
-    pub fn retain_last(&self, keep: usize) -> Result<usize> {
-        let ids = self.batch_ids()?;
-        let old = &ids[..ids.len().saturating_sub(keep)];
-        for &id in old {
-            let path = self.path_of(id);
-            match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != ErrorKind::NotFound => {
-                    return Err(e).with_context(|| format!("cannot delete {}", path.display()));
-                }
-                _ => {}
-            }
-        }
-        Ok(old.len())
     }
 
     /// A follower that yields the records of batches after `after` (all if `None`).
@@ -139,7 +90,7 @@ impl Follower {
             match self.log.read(id) {
                 Ok(record) => records.push(record),
                 // Deleted by `retain_last` between the listing and the read.
-                Err(_) if !self.log.path_of(id).exists() => continue,
+                Err(_) if !self.log.log.has(id) => continue,
                 Err(e) => return Err(e),
             }
             self.after = Some(id);
@@ -165,19 +116,20 @@ impl Follower {
 mod tests {
     use std::time::Instant;
 
-    use super::super::record::tests::sample;
+    use super::super::CheckpointDir;
+    use super::super::progress_record::tests::sample;
     use super::*;
 
     #[test]
     fn appends_pretty_records_and_reads_the_last_ones_in_batch_order() -> Result<()> {
         let checkpoint = tempfile::tempdir()?;
-        let log = ProgressLog::new(checkpoint.path());
+        let log = CheckpointDir::new(checkpoint.path()).progress();
         assert!(log.batch_ids()?.is_empty());
         for id in [2, 0, 10, 1, 9] {
             log.append(&sample(id))?;
         }
-        std::fs::write(log.dir().join("notes.txt"), "not a record")?;
-        std::fs::write(log.dir().join(".3.json.123-0.tmp"), "{")?;
+        std::fs::write(log.log().dir().join("notes.txt"), "not a record")?;
+        std::fs::write(log.log().dir().join(".3.json.123-0.tmp"), "{")?;
         assert_eq!(log.batch_ids()?, vec![0, 1, 2, 9, 10]);
         let ids = |records: Vec<QueryProgress>| records.iter().map(|r| r.batch_id).collect::<Vec<_>>();
         assert_eq!(ids(log.last(3)?), vec![2, 9, 10]);
@@ -196,7 +148,7 @@ mod tests {
     #[test]
     fn a_replayed_batch_replaces_its_record() -> Result<()> {
         let checkpoint = tempfile::tempdir()?;
-        let log = ProgressLog::new(checkpoint.path());
+        let log = CheckpointDir::new(checkpoint.path()).progress();
         log.append(&sample(4))?;
         let mut replay = sample(4);
         replay.run_id = "another-run".into();
@@ -208,7 +160,9 @@ mod tests {
     #[test]
     fn opening_a_checkpoint_without_progress_says_so() -> Result<()> {
         let checkpoint = tempfile::tempdir()?;
-        let error = ProgressLog::open_existing(&checkpoint.path().join("nowhere"))
+        let error = CheckpointDir::new(checkpoint.path().join("nowhere"))
+            .progress()
+            .open_existing()
             .err()
             .ok_or_else(|| anyhow::anyhow!("should fail"))?;
         let expected = format!(
@@ -216,39 +170,26 @@ mod tests {
             checkpoint.path().join("nowhere/progress").display()
         );
         assert_eq!(error.to_string(), expected);
-        ProgressLog::new(checkpoint.path()).append(&sample(0))?;
-        assert_eq!(ProgressLog::open_existing(checkpoint.path())?.batch_ids()?, vec![0]);
+        CheckpointDir::new(checkpoint.path()).progress().append(&sample(0))?;
+        assert_eq!(CheckpointDir::new(checkpoint.path()).progress().open_existing()?.batch_ids()?, vec![0]);
         Ok(())
     }
 
     #[test]
     fn a_corrupt_record_is_named() -> Result<()> {
         let checkpoint = tempfile::tempdir()?;
-        let log = ProgressLog::new(checkpoint.path());
-        std::fs::create_dir_all(log.dir())?;
-        std::fs::write(log.path_of(5), "{ not json")?;
+        let log = CheckpointDir::new(checkpoint.path()).progress();
+        std::fs::create_dir_all(log.log().dir())?;
+        std::fs::write(log.log().path_of(5), "{ not json")?;
         let error = format!("{:#}", log.read(5).err().ok_or_else(|| anyhow::anyhow!("should fail"))?);
         assert!(error.contains("5.json is not a progress record"), "{error}");
         Ok(())
     }
 
     #[test]
-    fn retains_the_last_records() -> Result<()> {
-        let checkpoint = tempfile::tempdir()?;
-        let log = ProgressLog::new(checkpoint.path());
-        for id in 0..5 {
-            log.append(&sample(id))?;
-        }
-        assert_eq!(log.retain_last(2)?, 3);
-        assert_eq!(log.batch_ids()?, vec![3, 4]);
-        assert_eq!(log.retain_last(5)?, 0);
-        Ok(())
-    }
-
-    #[test]
     fn a_follower_yields_each_new_batch_once() -> Result<()> {
         let checkpoint = tempfile::tempdir()?;
-        let log = ProgressLog::new(checkpoint.path());
+        let log = CheckpointDir::new(checkpoint.path()).progress();
         let mut follower = log.follower(None);
         assert!(follower.poll()?.is_empty());
         log.append(&sample(0))?;
@@ -266,7 +207,7 @@ mod tests {
     #[test]
     fn following_sees_records_written_while_it_waits() -> Result<()> {
         let checkpoint = tempfile::tempdir()?;
-        let log = ProgressLog::new(checkpoint.path());
+        let log = CheckpointDir::new(checkpoint.path()).progress();
         log.append(&sample(0))?;
         let writer = {
             let log = log.clone();

@@ -10,7 +10,7 @@ use arrow::array::{
 use arrow::buffer::{BooleanBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::{DataType as ArrowType, SchemaRef, TimeUnit};
 
-use super::bindings::{Column, ColumnValues, DataType, RowBatch, Scalar, VarLen};
+use super::{Column, ColumnValues, DataType, RowBatch, Scalar, VarLen};
 
 /// The Arrow type eddy uses for a contract type.
 pub fn arrow_type(data_type: DataType) -> ArrowType {

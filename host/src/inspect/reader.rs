@@ -13,41 +13,16 @@ use anyhow::{Context, Result, bail};
 use rocksdb::{DB, Direction, IteratorMode, Options, ReadOptions};
 use serde::Serialize;
 
-use super::entry_json::{decode_entry, decode_key, encode_key, hex, infer_kind};
-use super::layout;
-use super::store::CF_NAMES;
-use super::variables::{StateKind, VariableDecl};
-use crate::operator::key;
-use crate::progress::format_micros_iso;
+use super::entry_json::{StateEntry, decode_entry, decode_key, encode_key, hex, infer_kind};
+use crate::checkpoint::CheckpointDir;
+use crate::state::{CF_NAMES, CHANGELOG, COMMITTED_BATCH, Cf, OperatorStateSchema, StateKind, key, layout, schema_key};
+use crate::util::format_micros_iso;
 
-const CF_STATE: &str = "state";
-const CF_TIMERS: &str = "timers";
-const CF_META: &str = "meta";
-
-/// Meta key of the committed batch id (u64 big-endian).
-pub const META_COMMITTED_BATCH: &[u8] = super::store::COMMITTED_BATCH;
-/// Meta key of the key-group count (u16 big-endian, or its decimal text).
-pub const META_KEY_GROUPS: &[u8] = b"key-groups";
-
-/// Meta key of an operator's state schema (written at query start, see
-/// `compatibility.rs`): JSON `{"key_columns","key_groups","variables":[{"name","kind","ttl_us"}],..}`.
-pub fn meta_schema_key(operator: u16) -> Vec<u8> {
-    super::compatibility::schema_key(operator)
-}
-
-/// The part of the operator schema stored under [`meta_schema_key`] that reading
-/// needs (lenient: older or newer schemas with fewer or more fields still read).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct OperatorSchema {
-    /// The grouping columns.
-    #[serde(default)]
-    pub key_columns: Vec<String>,
-    /// How many key groups keys hash into.
-    #[serde(default)]
-    pub key_groups: Option<u16>,
-    /// The state variables the processor declared.
-    #[serde(default)]
-    pub variables: Vec<VariableDecl>,
+/// The kind of each declared variable of `schema`.
+fn declared_kinds(schema: Option<&OperatorStateSchema>) -> BTreeMap<String, StateKind> {
+    schema.map_or_else(BTreeMap::new, |schema| {
+        schema.variables.iter().map(|decl| (decl.name.clone(), decl.kind)).collect()
+    })
 }
 
 /// A read-only view of a state store.
@@ -67,30 +42,6 @@ pub struct EntryFilter {
     pub variable: Option<String>,
     /// Only this grouping key (its values as JSON, as [`scalar_json`] shows them).
     pub key: Option<Vec<serde_json::Value>>,
-}
-
-/// One state entry, decoded: one JSON line of `eddy state read`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StateEntry {
-    /// The grouping key's values.
-    pub key: Vec<serde_json::Value>,
-    /// The key group of the key.
-    pub key_group: u16,
-    /// The variable's name.
-    pub var: String,
-    /// value, list or map.
-    pub kind: StateKind,
-    /// The map entry's user key (maps only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub map_key: Option<serde_json::Value>,
-    /// The value (for a list: the array of its elements).
-    pub value: serde_json::Value,
-    /// When the entry expires (ISO time), null for never; for a list with TTL, one per element.
-    pub expires_at: serde_json::Value,
-    /// Whether the entry (for a list: any element) has expired but is not yet evicted.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub expired: bool,
 }
 
 /// One timer: one JSON line of `eddy state read --timers`.
@@ -115,9 +66,6 @@ pub struct StoreMetadata {
     pub state_store: String,
     /// The last committed batch, if any.
     pub committed_batch: Option<u64>,
-    /// The key-group count, when the store records it outside the operator schemas.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub key_groups: Option<u16>,
     /// Every operator with state or timers.
     pub operators: Vec<OperatorMetadata>,
 }
@@ -174,7 +122,7 @@ impl StateReader {
                 checkpoint.display()
             );
         }
-        let store = super::paths::store_dir(checkpoint);
+        let store = CheckpointDir::new(checkpoint).store_dir();
         if !store.join("CURRENT").exists() && checkpoint.join("CURRENT").exists() {
             return Self::open(checkpoint);
         }
@@ -230,25 +178,17 @@ impl StateReader {
 
     /// The raw metadata entry at `key`.
     pub fn meta(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(self.db.get_cf(self.cf(CF_META)?, key)?)
+        Ok(self.db.get_cf(self.cf(Cf::Meta.name())?, key)?)
     }
 
     /// The id of the last committed batch, if any.
     pub fn committed_batch(&self) -> Result<Option<u64>> {
-        Ok(self.meta(META_COMMITTED_BATCH)?.and_then(|raw| Some(u64::from_be_bytes(raw.as_slice().try_into().ok()?))))
-    }
-
-    /// The key-group count, if the store records it (u16 big-endian or decimal text).
-    pub fn key_groups(&self) -> Result<Option<u16>> {
-        Ok(self.meta(META_KEY_GROUPS)?.and_then(|raw| match <[u8; 2]>::try_from(raw.as_slice()) {
-            Ok(bytes) => Some(u16::from_be_bytes(bytes)),
-            Err(_) => std::str::from_utf8(&raw).ok()?.trim().parse().ok(),
-        }))
+        Ok(self.meta(COMMITTED_BATCH)?.and_then(|raw| Some(u64::from_be_bytes(raw.as_slice().try_into().ok()?))))
     }
 
     /// The declared variables of `operator`, if the store records them.
-    pub fn schema(&self, operator: u16) -> Result<Option<OperatorSchema>> {
-        let Some(raw) = self.meta(&meta_schema_key(operator))? else { return Ok(None) };
+    pub fn schema(&self, operator: u16) -> Result<Option<OperatorStateSchema>> {
+        let Some(raw) = self.meta(&schema_key(operator))? else { return Ok(None) };
         let schema = serde_json::from_slice(&raw).with_context(|| {
             format!("the state store in {} has an unreadable schema of operator {operator}", self.path.display())
         })?;
@@ -276,13 +216,9 @@ impl StateReader {
         now: i64,
         mut f: impl FnMut(StateEntry) -> Result<()>,
     ) -> Result<()> {
-        let schema = self.schema(filter.operator)?.unwrap_or_default();
-        let key_groups = match schema.key_groups {
-            Some(groups) => Some(groups),
-            None => self.key_groups()?,
-        };
-        let kinds: BTreeMap<String, StateKind> =
-            schema.variables.into_iter().map(|decl| (decl.name, decl.kind)).collect();
+        let schema = self.schema(filter.operator)?;
+        let key_groups = schema.as_ref().map(|schema| schema.key_groups);
+        let kinds = declared_kinds(schema.as_ref());
         let mut visit = |raw_key: &[u8], raw_value: &[u8]| -> Result<bool> {
             match self.entry_of(&kinds, filter, raw_key, raw_value, now)? {
                 Some(entry) => f(entry).map(|()| true),
@@ -296,7 +232,7 @@ impl StateReader {
         {
             let prefix = layout::key_prefix(filter.operator, key::key_group(&encoded, groups), &encoded);
             let mut found = false;
-            self.scan(CF_STATE, &prefix, |k, v| {
+            self.scan(Cf::State.name(), &prefix, |k, v| {
                 found |= visit(k, v)?;
                 Ok(())
             })?;
@@ -304,17 +240,15 @@ impl StateReader {
                 return Ok(());
             }
         }
-        self.scan(CF_STATE, &operator_prefix, |k, v| visit(k, v).map(drop))
+        self.scan(Cf::State.name(), &operator_prefix, |k, v| visit(k, v).map(drop))
     }
 
     /// The change feed of batches `from..=to` (as far as the change log retains them):
     /// every state entry each batch wrote or deleted, in batch then key order.
     pub fn changes(&self, operator: u16, from: u64, to: u64) -> Result<Vec<StateChange>> {
-        let schema = self.schema(operator)?.unwrap_or_default();
-        let kinds: BTreeMap<String, StateKind> =
-            schema.variables.into_iter().map(|decl| (decl.name, decl.kind)).collect();
+        let kinds = declared_kinds(self.schema(operator)?.as_ref());
         let mut changes = Vec::new();
-        self.scan(super::store::CHANGELOG, &[], |raw_key, raw_value| {
+        self.scan(CHANGELOG, &[], |raw_key, raw_value| {
             let (Some(batch), Some(state_key)) = (raw_key.get(..8), raw_key.get(8..)) else { return Ok(()) };
             let batch = u64::from_be_bytes(batch.try_into().unwrap_or_default());
             let Some((entry_operator, key_group, key_bytes, variable, rest)) = layout::split_state_key(state_key)
@@ -369,7 +303,7 @@ impl StateReader {
     /// change log of the later batches applied. `self` is the live store.
     pub fn for_each_entry_as_of(
         &self,
-        checkpoint: &Path,
+        checkpoint: &CheckpointDir,
         batch: u64,
         filter: &EntryFilter,
         now: i64,
@@ -382,23 +316,19 @@ impl StateReader {
         if committed.is_none_or(|last| batch > last) {
             bail!("batch {batch} is not committed (last committed: {committed:?})");
         }
-        let snapshots = super::paths::snapshots_dir(checkpoint);
-        let mut ids: Vec<u64> = std::fs::read_dir(&snapshots)
-            .map(|entries| entries.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
-            .unwrap_or_default();
-        ids.sort_unstable();
+        let ids = checkpoint.snapshot_ids();
         let Some(base) = ids.iter().copied().filter(|id| *id <= batch).max() else {
             bail!(
                 "no snapshot at or before batch {batch} in {} (snapshots: {ids:?}); only batches the checkpoint retains can be read",
-                snapshots.display()
+                checkpoint.snapshots_dir().display()
             );
         };
         let mut state: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-        StateReader::open(&snapshots.join(base.to_string()))?.scan(CF_STATE, &[], |k, v| {
+        StateReader::open(&checkpoint.snapshot_of(base))?.scan(Cf::State.name(), &[], |k, v| {
             state.insert(k.to_vec(), v.to_vec());
             Ok(())
         })?;
-        self.scan(super::store::CHANGELOG, &[], |raw_key, raw_value| {
+        self.scan(CHANGELOG, &[], |raw_key, raw_value| {
             let changed_in = raw_key.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes);
             if changed_in.is_some_and(|changed| changed > base && changed <= batch) {
                 let state_key = raw_key[8..].to_vec();
@@ -409,9 +339,7 @@ impl StateReader {
             }
             Ok(())
         })?;
-        let schema = self.schema(filter.operator)?.unwrap_or_default();
-        let kinds: BTreeMap<String, StateKind> =
-            schema.variables.into_iter().map(|decl| (decl.name, decl.kind)).collect();
+        let kinds = declared_kinds(self.schema(filter.operator)?.as_ref());
         for (raw_key, raw_value) in &state {
             if let Some(entry) = self.entry_of(&kinds, filter, raw_key, raw_value, now)? {
                 f(entry)?;
@@ -433,7 +361,7 @@ impl StateReader {
     /// Every timer of `operator` (of `key` only, if given), by key then expiry.
     pub fn timers(&self, operator: u16, key: Option<&[serde_json::Value]>) -> Result<Vec<TimerEntry>> {
         let mut out = Vec::new();
-        self.scan(CF_TIMERS, &operator.to_be_bytes(), |raw, _| {
+        self.scan(Cf::Timers.name(), &operator.to_be_bytes(), |raw, _| {
             let (_, key_group, key_bytes, rest) = layout::split_key_prefix(raw)
                 .with_context(|| format!("corrupt timer key {} in {}", hex(raw), self.path.display()))?;
             let expiry = layout::from_sortable_i64(rest)
@@ -456,7 +384,7 @@ impl StateReader {
             variables: BTreeMap<String, (Option<StateKind>, u64)>,
         }
         let mut operators: BTreeMap<u16, Op> = BTreeMap::new();
-        self.scan(CF_STATE, &[], |raw_key, raw_value| {
+        self.scan(Cf::State.name(), &[], |raw_key, raw_value| {
             let (operator, key_group, key_bytes, variable, rest) = layout::split_state_key(raw_key)
                 .with_context(|| format!("corrupt state key {} in {}", hex(raw_key), self.path.display()))?;
             let op = operators.entry(operator).or_default();
@@ -466,7 +394,7 @@ impl StateReader {
             var.1 += 1;
             Ok(())
         })?;
-        self.scan(CF_TIMERS, &[], |raw, _| {
+        self.scan(Cf::Timers.name(), &[], |raw, _| {
             if let Some((operator, ..)) = layout::split_key_prefix(raw) {
                 operators.entry(operator).or_default().timers += 1;
             }
@@ -476,7 +404,7 @@ impl StateReader {
         for (operator, op) in operators {
             let schema = self.schema(operator)?;
             let (key_columns, key_groups) = match &schema {
-                Some(schema) => (Some(schema.key_columns.clone()), schema.key_groups),
+                Some(schema) => (Some(schema.key_columns.clone()), Some(schema.key_groups)),
                 None => (None, None),
             };
             let declared = schema.map(|schema| schema.variables).unwrap_or_default();
@@ -506,7 +434,6 @@ impl StateReader {
         Ok(StoreMetadata {
             state_store: self.path.display().to_string(),
             committed_batch: self.committed_batch()?,
-            key_groups: self.key_groups()?,
             operators: out,
         })
     }
@@ -525,5 +452,5 @@ pub struct StateChange {
 }
 
 #[cfg(test)]
-#[path = "reader_tests.rs"]
+#[path = "tests.rs"]
 mod tests;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::time::format_micros_iso;
+use crate::util::format_micros_iso;
 
 /// What one batch did: Spark's `StreamingQueryProgress`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

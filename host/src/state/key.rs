@@ -6,9 +6,9 @@
 use arrow::array::{Array, ArrayRef, Int64Array, StringArray};
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::state::layout::{from_sortable_i64, sortable_i64};
-use crate::wasm::Scalar;
-use crate::wasm::rows::scalar_at;
+use super::layout::{from_sortable_i64, sortable_i64};
+use crate::contract::Scalar;
+use crate::contract::rows::scalar_at;
 
 const NULL: u8 = 0;
 const BOOLEAN: u8 = 1;
@@ -138,6 +138,6 @@ mod tests {
     #[test]
     fn integer_keys_sort_by_value() {
         assert!(encode(&[Scalar::Int64(-1)]) < encode(&[Scalar::Int64(1)]));
-        assert_eq!(crate::wasm::rows::key_label(&[Scalar::Utf8("a".into()), Scalar::Int64(2)]), r#"["a",2]"#);
+        assert_eq!(crate::contract::rows::key_label(&[Scalar::Utf8("a".into()), Scalar::Int64(2)]), r#"["a",2]"#);
     }
 }

@@ -1,4 +1,4 @@
-//! File-system helpers.
+//! File-system helpers: atomic writes, and removing what interrupted ones left.
 
 use std::io::Write;
 use std::path::Path;
@@ -23,18 +23,6 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::rename(&temp, path).with_context(|| format!("cannot rename {} to {}", temp.display(), path.display()))?;
     std::fs::File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("cannot sync {}", dir.display()))?;
     Ok(())
-}
-
-/// Reads the JSON record at `path`, `None` when there is none; `what` names it in the
-/// error when it does not parse.
-pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<Option<T>> {
-    if !path.exists() {
-        return Ok(None);
-    }
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let record = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not {what}; restore it or start from a new checkpoint", path.display()))?;
-    Ok(Some(record))
 }
 
 /// Deletes what interrupted atomic writes left in `dir` (a crash between writing and

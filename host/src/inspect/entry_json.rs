@@ -1,13 +1,37 @@
 //! How the state reader shows stored bytes: grouping keys, CBOR values (the SDK's
 //! encoding) and raw bytes as JSON.
 
-use super::layout::{self, NEVER};
-use super::reader::StateEntry;
-use super::variables::StateKind;
-use crate::operator::key;
-use crate::progress::format_micros_iso;
-use crate::wasm::Scalar;
-use crate::wasm::rows::scalar_json;
+use serde::Serialize;
+
+use crate::contract::Scalar;
+use crate::contract::rows::scalar_json;
+use crate::state::layout::{self, NEVER};
+use crate::state::{StateKind, key};
+use crate::util::format_micros_iso;
+
+/// One state entry, decoded: one JSON line of `eddy state read`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StateEntry {
+    /// The grouping key's values.
+    pub key: Vec<serde_json::Value>,
+    /// The key group of the key.
+    pub key_group: u16,
+    /// The variable's name.
+    pub var: String,
+    /// value, list or map.
+    pub kind: StateKind,
+    /// The map entry's user key (maps only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub map_key: Option<serde_json::Value>,
+    /// The value (for a list: the array of its elements).
+    pub value: serde_json::Value,
+    /// When the entry expires (ISO time), null for never; for a list with TTL, one per element.
+    pub expires_at: serde_json::Value,
+    /// Whether the entry (for a list: any element) has expired but is not yet evicted.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub expired: bool,
+}
 
 /// The kind of an entry whose variable has no declared kind: a map entry has bytes
 /// after the variable name; a value is an expiry stamp and one CBOR item; a list is

@@ -30,36 +30,21 @@ impl Bar {
         Self::with_output(out, total, unit)
     }
 
-    /// A bar that draws nothing.
-    pub fn hidden() -> Self {
-        Self::with_output(None, 0, "")
-    }
-
     /// A bar drawn on `out` (`None`: nowhere).
     pub fn with_output(out: Option<Box<dyn Write + Send>>, total: u64, unit: &str) -> Self {
         Self { out, total, done: 0, unit: unit.to_string(), last_draw: None, finished: false }
     }
 
     /// Whether the bar draws anything.
-    pub fn is_visible(&self) -> bool {
+    #[cfg(test)]
+    fn is_visible(&self) -> bool {
         self.out.is_some()
-    }
-
-    /// Sets a new total (e.g. when more input appeared), and redraws.
-    pub fn set_total(&mut self, total: u64) {
-        self.total = total;
-        self.draw(true);
     }
 
     /// Sets how many units are done, and redraws (at most every 100 ms).
     pub fn set(&mut self, done: u64) {
         self.done = done;
         self.draw(done >= self.total);
-    }
-
-    /// Adds `n` done units, and redraws (at most every 100 ms).
-    pub fn inc(&mut self, n: u64) {
-        self.set(self.done.saturating_add(n));
     }
 
     /// Draws the final state and ends the line.
@@ -144,8 +129,8 @@ mod tests {
         let mut bar = Bar::with_output(Some(Box::new(out.clone())), 4, "files");
         assert!(bar.is_visible());
         bar.set(1);
-        bar.inc(1); // within 100 ms of the last draw: skipped
-        bar.inc(2); // the last step: always drawn
+        bar.set(2); // within 100 ms of the last draw: skipped
+        bar.set(4); // the last step: always drawn
         bar.finish();
         drop(bar);
         let expected = format!(
@@ -159,10 +144,9 @@ mod tests {
 
     #[test]
     fn a_hidden_bar_draws_nothing() {
-        let mut bar = Bar::hidden();
+        let mut bar = Bar::with_output(None, 10, "files");
         assert!(!bar.is_visible());
-        bar.set_total(10);
-        bar.inc(3);
+        bar.set(3);
         bar.finish();
     }
 

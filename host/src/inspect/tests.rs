@@ -1,8 +1,8 @@
 //! Tests of the state reader.
 
 use super::*;
-use crate::state::{KeyScope, StateStore};
-use crate::wasm::Scalar;
+use crate::contract::Scalar;
+use crate::state::{KeyScope, StateStore, VariableDecl, check_and_record};
 
 fn cbor<T: Serialize>(value: &T) -> Vec<u8> {
     let mut out = Vec::new();
@@ -89,9 +89,16 @@ fn key_filter_works_with_and_without_key_groups() {
         reader.entries(&bob, NOW).unwrap().into_iter().map(|entry| entry.var).collect()
     };
     assert_eq!(names(&StateReader::open(dir.path()).unwrap()), ["totals", "session"]);
-    store.write_meta(META_KEY_GROUPS, &GROUPS.to_be_bytes()).unwrap();
+    // With the schema's key-group count, the key's entries are read as one range.
+    let schema = OperatorStateSchema {
+        key_columns: vec!["user".into()],
+        key_groups: GROUPS,
+        variables: vec![],
+        module_sha256: "00".into(),
+    };
+    store.write_meta(&schema_key(0), &serde_json::to_vec(&schema).unwrap()).unwrap();
     let reader = StateReader::open(dir.path()).unwrap();
-    assert_eq!(reader.key_groups().unwrap(), Some(GROUPS));
+    assert_eq!(reader.schema(0).unwrap().map(|schema| schema.key_groups), Some(GROUPS));
     assert_eq!(names(&reader), ["totals", "session"]);
     let nobody = EntryFilter { operator: 0, variable: None, key: Some(vec!["carol".into()]) };
     assert!(reader.entries(&nobody, NOW).unwrap().is_empty());
@@ -131,12 +138,13 @@ fn declared_schema_overrides_inference() {
     let dir = tempfile::tempdir().unwrap();
     let store = sample(dir.path());
     // `session` holds non-CBOR bytes; declared as a value it stays a value.
-    let schema = OperatorSchema {
+    let schema = OperatorStateSchema {
         key_columns: vec!["user".into()],
-        key_groups: Some(GROUPS),
+        key_groups: GROUPS,
         variables: vec![decl("session", StateKind::Value, Some(10))],
+        module_sha256: "00".into(),
     };
-    store.write_meta(&meta_schema_key(0), &serde_json::to_vec(&schema).unwrap()).unwrap();
+    store.write_meta(&schema_key(0), &serde_json::to_vec(&schema).unwrap()).unwrap();
     let reader = StateReader::open(dir.path()).unwrap();
     let meta = reader.metadata().unwrap();
     let names: Vec<_> = meta.operators[0].variables.iter().map(|v| (v.name.as_str(), v.kind, v.entries)).collect();
@@ -151,15 +159,16 @@ fn declared_schema_overrides_inference() {
 fn reads_the_schema_the_engine_records() {
     let dir = tempfile::tempdir().unwrap();
     let store = sample(dir.path());
-    let engine_schema = crate::state::OperatorStateSchema {
+    let engine_schema = OperatorStateSchema {
         key_columns: vec!["user".into()],
         key_groups: GROUPS,
         variables: vec![decl("events", StateKind::List, None)],
         module_sha256: "00".into(),
     };
-    crate::state::check_and_record(&store, 0, &engine_schema, dir.path()).unwrap();
+    let checkpoint = tempfile::tempdir().unwrap();
+    check_and_record(&store, 0, &engine_schema, &CheckpointDir::new(checkpoint.path())).unwrap();
     let schema = StateReader::open(dir.path()).unwrap().schema(0).unwrap().expect("schema");
-    assert_eq!((schema.key_groups, schema.variables.len()), (Some(GROUPS), 1));
+    assert_eq!(schema, engine_schema);
 }
 
 #[test]
@@ -168,7 +177,6 @@ fn metadata_counts_keys_variables_and_timers() {
     drop(sample(dir.path()));
     let meta = StateReader::open(dir.path()).unwrap().metadata().unwrap();
     assert_eq!(meta.committed_batch, Some(3));
-    assert_eq!(meta.key_groups, None);
     assert_eq!(meta.operators.len(), 1);
     let op = &meta.operators[0];
     assert_eq!((op.operator, op.keys, op.timers), (0, 2, 1));

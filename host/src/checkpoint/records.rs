@@ -1,0 +1,118 @@
+//! The records of the batch protocol: `offsets/<N>` says what batch N will read (per
+//! source end offsets), its processing time and its watermark, written *before* the
+//! batch runs; `sinks/<i>/<N>` says the sink published it; `commits/<N>` says its
+//! state is committed; `metadata` says who the query is.
+//!
+//! After a crash, a batch with an offsets record but no committed state is re-run
+//! from that record — the same input, the same time, the same watermark — so the
+//! sink and the state agree and the output is byte-identical.
+
+use std::path::Path;
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+use super::record_log::{read_versioned, write_versioned};
+
+/// What batch N was planned as (`offsets/<N>`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OffsetsRecord {
+    /// The batch id.
+    pub batch_id: u64,
+    /// The batch's processing time (microseconds since the epoch).
+    pub batch_timestamp_us: i64,
+    /// The watermark the batch runs with.
+    pub watermark_us: Option<i64>,
+    /// Per source (in spec order), where the batch ends (`null`: nothing from it).
+    pub end_offsets: Vec<serde_json::Value>,
+}
+
+/// That batch N committed (`commits/<N>`), with the watermark for the next batch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitRecord {
+    /// The batch id.
+    pub batch_id: u64,
+    /// The watermark batch N + 1 runs with.
+    pub next_watermark_us: Option<i64>,
+}
+
+/// That a sink published batch N (`sinks/<i>/<N>`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SinkManifest {
+    /// The batch id.
+    pub batch_id: u64,
+    /// The sink's description, e.g. `FileSink[/out]`.
+    pub sink: String,
+    /// How many rows it published.
+    pub num_output_rows: u64,
+}
+
+/// The checkpoint's `metadata` file: who the query is and what it was started with.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    /// The query's id, stable across restarts.
+    pub id: String,
+    /// A hash of what the pipeline's state depends on (sources' schemas, key columns,
+    /// key-group count), in hex.
+    pub pipeline_fingerprint: String,
+    /// How many key groups keys hash into.
+    pub key_groups: u16,
+    /// When the checkpoint was created (ISO 8601, UTC).
+    pub created: String,
+}
+
+impl Metadata {
+    /// Reads the metadata file at `path` (None for a new query).
+    pub fn read(path: &Path) -> Result<Option<Self>> {
+        read_versioned(path, "an eddy checkpoint's metadata")
+    }
+
+    /// Records the pipeline a query runs with — once its state was found compatible —
+    /// creating the metadata of a new query (with a new id) or updating the
+    /// fingerprint and key-group count of an existing one.
+    pub fn record(path: &Path, existing: Option<Self>, fingerprint: String, key_groups: u16) -> Result<Self> {
+        let metadata = match existing {
+            Some(metadata) if metadata.pipeline_fingerprint == fingerprint && metadata.key_groups == key_groups => {
+                return Ok(metadata);
+            }
+            Some(metadata) => {
+                crate::log::info(&format!("the pipeline changed compatibly since {} was written", path.display()));
+                Metadata { pipeline_fingerprint: fingerprint, key_groups, ..metadata }
+            }
+            None => Metadata {
+                id: crate::util::new_uuid_v4()?,
+                pipeline_fingerprint: fingerprint,
+                key_groups,
+                created: crate::util::format_micros_iso(crate::util::now_micros()),
+            },
+        };
+        write_versioned(path, &metadata)?;
+        Ok(metadata)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_is_created_once_and_keeps_the_query_id() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("metadata");
+        assert_eq!(Metadata::read(&path).expect("no file yet"), None);
+        let first = Metadata::record(&path, None, "abc".into(), 128).expect("created");
+        let read = Metadata::read(&path).expect("read");
+        assert_eq!(read.as_ref(), Some(&first));
+        let again = Metadata::record(&path, read, "abc".into(), 128).expect("kept");
+        assert_eq!(first, again);
+        let changed = Metadata::record(&path, Some(again), "def".into(), 128).expect("updated");
+        assert_eq!((changed.id, changed.pipeline_fingerprint.as_str()), (first.id, "def"));
+        let text = std::fs::read_to_string(&path).expect("file");
+        assert!(text.starts_with("{\n  \"version\": 1,\n"), "{text}");
+        assert!(text.contains("\"pipelineFingerprint\": \"def\""), "{text}");
+    }
+}

@@ -1,0 +1,74 @@
+//! A stage: one step of the chain between a query's sources and its sink, run once
+//! per batch on the rows the step before it produced. A stateful stage keeps its state
+//! under its own operator id and hands its changes back as transactions, which the
+//! engine commits together with the rest of the batch — so the batch protocol does
+//! not change however many stages a query has.
+
+use anyhow::Result;
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+
+use crate::state::{StateStore, StateTxn};
+
+/// The clocks of one batch.
+#[derive(Clone, Copy, Debug)]
+pub struct BatchTime {
+    /// The batch id (seeds the guest's randomness).
+    pub batch_id: u64,
+    /// The batch's processing time, microseconds since the epoch.
+    pub processing_time: i64,
+    /// The watermark in force, if any.
+    pub watermark: Option<i64>,
+}
+
+/// What a stage did in one batch, for progress (Spark's `stateOperators` entry).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StageStats {
+    /// How progress names the stage (Spark's `operatorName`).
+    pub name: String,
+    /// Distinct keys that had input rows.
+    pub keys_with_input: u64,
+    /// Timers that fired.
+    pub timers_fired: u64,
+    /// Expired state entries evicted.
+    pub entries_evicted: u64,
+    /// State entries written.
+    pub state_rows_updated: u64,
+    /// State entries deleted.
+    pub state_rows_removed: u64,
+    /// Input rows dropped because they were older than the watermark.
+    pub rows_dropped_by_watermark: u64,
+    /// Milliseconds the stage ran.
+    pub run_ms: u64,
+}
+
+/// What a stage produced in one batch.
+pub struct StageOutput {
+    /// Its state changes (none for a stateless stage), committed by the engine.
+    pub txns: Vec<StateTxn>,
+    /// The rows it produced, in the stage's output schema.
+    pub rows: Vec<RecordBatch>,
+    /// What it did.
+    pub stats: StageStats,
+}
+
+/// One step of a query's chain.
+pub trait Stage: Send {
+    /// The schema of the rows it produces.
+    fn output_schema(&self) -> &SchemaRef;
+
+    /// Whether it takes rows older than the watermark (otherwise the engine drops
+    /// them before the stage sees them).
+    fn accepts_late_rows(&self) -> bool;
+
+    /// Whether one of its timers is due at `time`, so that a batch must run even
+    /// without new input.
+    fn timers_due(&self, store: &StateStore, time: BatchTime) -> Result<bool>;
+
+    /// Runs the stage over one batch's `input`. On error nothing of the batch may be
+    /// kept: the engine commits nothing.
+    fn run(&mut self, store: &StateStore, input: &RecordBatch, time: BatchTime) -> Result<StageOutput>;
+
+    /// Ends the stage when the run ends.
+    fn close(&mut self) -> Result<()>;
+}

@@ -1,0 +1,38 @@
+//! `eddy:processor/timers`: the current key's timers, in the declared time mode's domain.
+
+use super::{HostState, trap};
+use crate::contract::TimeMode;
+use crate::state::{KeyScope, StateTxn};
+use crate::wasm::bindings::eddy::processor::timers;
+
+impl HostState {
+    fn timer_scope(&mut self, what: &str) -> wasmtime::Result<(&KeyScope, &mut StateTxn)> {
+        match self.scope.time_mode {
+            Some(TimeMode::ProcessingTime | TimeMode::EventTime) => {}
+            _ => wasmtime::bail!(
+                "{what} needs time mode processing-time or event-time, but the processor declared time mode none"
+            ),
+        }
+        match (self.scope.key.as_ref(), self.scope.txn.as_mut()) {
+            (Some(key), Some(txn)) => Ok((key, txn)),
+            _ => wasmtime::bail!("{what} was called outside a keyed call; timers belong to the current key"),
+        }
+    }
+}
+
+impl timers::Host for HostState {
+    fn register_timer(&mut self, expiry_time: i64) -> wasmtime::Result<()> {
+        let (key, txn) = self.timer_scope("register-timer")?;
+        key.timer_register(txn, expiry_time);
+        Ok(())
+    }
+    fn delete_timer(&mut self, expiry_time: i64) -> wasmtime::Result<()> {
+        let (key, txn) = self.timer_scope("delete-timer")?;
+        key.timer_delete(txn, expiry_time);
+        Ok(())
+    }
+    fn list_timers(&mut self) -> wasmtime::Result<Vec<i64>> {
+        let (key, txn) = self.timer_scope("list-timers")?;
+        key.timer_list(txn).map_err(trap)
+    }
+}

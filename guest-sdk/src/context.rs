@@ -107,7 +107,7 @@ impl InitContext {
         self.event_time_column = column;
     }
 
-    /// Asks the host to hand over late rows (event time older than the watermark)
+    /// Asks the host to hand over late rows (event time at or before the watermark)
     /// instead of dropping them, so the processor can apply its own rule — e.g. a
     /// window only drops a row once the watermark has passed the window's end.
     pub fn set_accepts_late_rows(&mut self, accepts: bool) {

@@ -222,9 +222,11 @@ impl<P: StatefulProcessor> Harness<P> {
     }
 
     /// Calls `handle_input_rows` for `key` with `rows` (each in input-schema order)
-    /// at the current clocks, and returns the rows it output. As on the host, rows
-    /// older than the watermark (by the event-time column) are dropped first unless the
-    /// processor accepts late rows; when none is left, the processor is not called.
+    /// at the current clocks, and returns the rows it output. As on the host, late rows
+    /// (event time at or before the watermark, by the event-time column) are dropped
+    /// first unless the processor accepts late rows; when none is left, the processor
+    /// is not called. The host judges a batch's rows by the previous batch's watermark:
+    /// here that is the watermark set before this call.
     pub fn feed<'v, R: AsRef<[Datum<'v>]>>(&mut self, key: &[Datum<'_>], rows: &[R]) -> Result<Rows> {
         let on_time = self.on_time(rows)?;
         if on_time.is_empty() && !rows.is_empty() {
@@ -238,7 +240,7 @@ impl<P: StatefulProcessor> Harness<P> {
         Ok(output.finish())
     }
 
-    /// The rows the host would hand over: those older than the watermark are left out
+    /// The rows the host would hand over: those at or before the watermark are left out
     /// when there is an event-time column and the processor does not accept late rows.
     fn on_time<'r, 'v, R: AsRef<[Datum<'v>]>>(&self, rows: &'r [R]) -> Result<Vec<&'r R>> {
         let column = match (&self.event_time_column, self.watermark, self.driver.spec().accepts_late_rows) {
@@ -253,7 +255,7 @@ impl<P: StatefulProcessor> Harness<P> {
         let watermark = self.watermark.unwrap_or(i64::MIN);
         Ok(rows
             .iter()
-            .filter(|row| !matches!(row.as_ref().get(index), Some(Datum::Timestamp(at)) if *at < watermark))
+            .filter(|row| !matches!(row.as_ref().get(index), Some(Datum::Timestamp(at)) if *at <= watermark))
             .collect())
     }
 

@@ -133,6 +133,7 @@ fn two_sources(dir: &Path) {
         |sensor: &str, ts: &str| format!("{{\"sensor\":\"{sensor}\",\"reading\":1.0,\"ts\":\"2026-11-13T{ts}Z\"}}\n");
     std::fs::write(dir.join("fast/1.jsonl"), reading("a", "10:00:00")).expect("file");
     std::fs::write(dir.join("fast/2.jsonl"), reading("a", "09:30:00")).expect("file");
+    std::fs::write(dir.join("fast/3.jsonl"), reading("a", "09:45:00")).expect("file");
     std::fs::write(dir.join("slow/1.jsonl"), reading("b", "09:00:00")).expect("file");
 }
 
@@ -141,7 +142,7 @@ fn the_query_watermark_is_the_slowest_source_s() {
     let dir = tempfile::tempdir().expect("temp dir");
     two_sources(dir.path());
     let (summary, batches) = run(dir.path(), &alert_spec("min"), RunOptions::default());
-    assert_eq!(summary.rows_dropped_by_watermark, 0, "09:30 is not late for a 09:00 watermark");
+    assert_eq!(summary.rows_dropped_by_watermark, 0, "09:30 and 09:45 are not late for a 09:00 watermark");
     let nine = 1_794_560_400_000_000; // 2026-11-13T09:00:00Z
     assert_eq!(batches[1].watermark, Some(nine));
 }
@@ -151,8 +152,43 @@ fn with_the_max_policy_the_fastest_source_sets_the_watermark() {
     let dir = tempfile::tempdir().expect("temp dir");
     two_sources(dir.path());
     let (summary, batches) = run(dir.path(), &alert_spec("max"), RunOptions::default());
-    assert_eq!(summary.rows_dropped_by_watermark, 1, "09:30 is late for a 10:00 watermark");
-    assert_eq!(batches[1].rows_dropped_by_watermark, 1);
+    let ten = 1_794_564_000_000_000; // 2026-11-13T10:00:00Z
+    assert_eq!(batches[1].watermark, Some(ten));
+    // Batch 1 judges late rows by batch 0's watermark (none): 09:30 is kept. Batch 2
+    // judges them by batch 1's, 10:00: 09:45 is late.
+    assert_eq!(batches.iter().map(|b| b.rows_dropped_by_watermark).collect::<Vec<_>>()[..3], [0, 0, 1]);
+    assert_eq!(summary.rows_dropped_by_watermark, 1);
+}
+
+/// Spark's late-row rule: a row is late when its event time is at or before the
+/// previous batch's watermark; the current batch's watermark only evicts and fires.
+#[test]
+fn late_rows_are_judged_by_the_previous_batch_s_watermark_and_include_the_watermark_itself() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir_all(dir.path().join("input")).expect("dir");
+    let reading = |ts: &str| format!("{{\"sensor\":\"a\",\"reading\":1.0,\"ts\":\"2026-11-13T{ts}Z\"}}\n");
+    let files = [vec!["10:00:00"], vec!["09:00:00"], vec!["10:00:00", "10:00:00.000001", "11:00:00"], vec!["10:30:00"]];
+    for (i, times) in files.iter().enumerate() {
+        let lines: String = times.iter().map(|ts| reading(ts)).collect();
+        std::fs::write(dir.path().join(format!("input/{i}.jsonl")), lines).expect("file");
+    }
+    let wasm = repo_root().join("build/wasm/alert_suppression.wasm");
+    let spec = format!(
+        "[[source]]\nformat = \"json\"\npath = \"input\"\nmax-files-per-trigger = 1\n\
+         schema = \"sensor STRING, reading DOUBLE, ts TIMESTAMP\"\n\
+         watermark = {{ column = \"ts\", delay = \"0 s\" }}\n\n\
+         [operator]\nmodule = {wasm:?}\nkey = [\"sensor\"]\n\n\
+         [sink]\nformat = \"json\"\npath = \"out\"\n\n[trigger]\navailable-now = true\n"
+    );
+    let (_, batches) = run(dir.path(), &spec, RunOptions::default());
+    let dropped: Vec<u64> = batches.iter().map(|b| b.rows_dropped_by_watermark).collect();
+    // Batch 0: no watermark yet. Batch 1 runs with 10:00 but judges by batch 0's (none):
+    // 09:00 is kept. Batch 2 judges by 10:00: the row exactly at 10:00 is late, one
+    // microsecond after is not. Batch 3 judges by batch 2's 10:00, not its own 11:00:
+    // 10:30 is kept.
+    assert_eq!(dropped[..4], [0, 0, 1, 0]);
+    let hour = |h: i64| Some(1_794_528_000_000_000 + h * 3_600_000_000); // 2026-11-13T<h>:00Z
+    assert_eq!(batches.iter().map(|b| b.watermark).collect::<Vec<_>>()[..4], [None, hour(10), hour(10), hour(11)]);
 }
 
 #[test]
@@ -169,7 +205,9 @@ fn every_batch_leaves_a_progress_record_with_spark_s_fields() {
     let second: serde_json::Value = serde_json::to_value(&records[1]).expect("json");
     assert_eq!(second["batchId"], 1);
     assert_eq!(second["numInputRows"], 1);
-    assert_eq!(second["stateOperators"][0]["numRowsDroppedByWatermark"], 1);
+    assert_eq!(second["stateOperators"][0]["numRowsDroppedByWatermark"], 0);
+    let third: serde_json::Value = serde_json::to_value(&records[2]).expect("json");
+    assert_eq!(third["stateOperators"][0]["numRowsDroppedByWatermark"], 1, "09:45 is late for batch 1's 10:00");
     assert_eq!(second["sources"][0]["numInputRows"], 1);
     assert_eq!(second["sources"][1]["numInputRows"], 0);
     assert_eq!(second["eventTime"]["watermark"], "2026-11-13T10:00:00.000Z");

@@ -97,7 +97,7 @@ pub struct StateOperatorProgress {
     pub num_rows_updated: u64,
     /// State rows removed in the batch (cleared or expired).
     pub num_rows_removed: u64,
-    /// Input rows dropped before the operator for being older than the watermark.
+    /// Input rows dropped before the operator as late (at or before the previous batch's watermark).
     pub num_rows_dropped_by_watermark: u64,
     /// The state store's memory use, in bytes.
     pub memory_used_bytes: u64,

@@ -1,6 +1,11 @@
 //! The first step of a batch: what the sources planned becomes one input batch —
-//! event times observed for the next watermark, rows older than the watermark dropped
-//! (unless the first stage takes late rows), and each source's part measured.
+//! event times observed for the next watermark, late rows dropped (unless the first
+//! stage takes late rows), and each source's part measured.
+//!
+//! Late rows follow Spark's rule (3.4+, `IncrementalExecution`): a row is late when its
+//! event time is at or before (`<=`) the watermark of the *previous* batch
+//! (`eventTimeWatermarkForLateEvents`), while state eviction and event-time timers use
+//! the current batch's watermark (`eventTimeWatermarkForEviction`).
 
 use anyhow::{Context, Result};
 use arrow::array::{Array, BooleanArray, RecordBatch, TimestampMicrosecondArray};
@@ -15,6 +20,9 @@ use crate::source::{Source, SourceBatch};
 /// A batch as planned: its clocks and each source's rows (`None`: nothing from it).
 pub(super) struct Plan {
     pub time: BatchTime,
+    /// The watermark late rows are judged by: the previous batch's (Spark's
+    /// `eventTimeWatermarkForLateEvents`); `time.watermark` evicts state and fires timers.
+    pub late_rows_watermark: Option<i64>,
     pub sources: Vec<Option<SourceBatch>>,
     pub plan_ms: u64,
 }
@@ -76,7 +84,7 @@ pub(super) fn read_input(plan: Plan, rules: &InputRules<'_>) -> Result<Input> {
                 next_watermark.observe(index, *max);
             }
             input.event_times.add(times.iter().flatten().copied());
-            if let (Some(watermark), true) = (plan.time.watermark, rules.drop_late_rows) {
+            if let (Some(watermark), true) = (plan.late_rows_watermark, rules.drop_late_rows) {
                 rows = drop_late_rows(&rows, &times, watermark)?;
                 input.rows_dropped_by_watermark += metrics.input_rows - rows.num_rows() as u64;
             }
@@ -93,9 +101,10 @@ pub(super) fn read_input(plan: Plan, rules: &InputRules<'_>) -> Result<Input> {
     Ok(input)
 }
 
-/// The rows whose event time is not older than `watermark` (rows without one are kept).
+/// The rows whose event time is after `watermark`: like Spark, a row at or before the
+/// watermark is late (rows without an event time are kept).
 fn drop_late_rows(rows: &RecordBatch, times: &[Option<i64>], watermark: i64) -> Result<RecordBatch> {
-    let keep: BooleanArray = times.iter().map(|t| Some(t.is_none_or(|t| t >= watermark))).collect();
+    let keep: BooleanArray = times.iter().map(|t| Some(t.is_none_or(|t| t > watermark))).collect();
     Ok(filter_record_batch(rows, &keep)?)
 }
 

@@ -177,7 +177,9 @@ impl Query {
             planned.push(source.next_batch(&self.store, batch_id, now)?);
         }
         let time = BatchTime { batch_id, processing_time: now, watermark: self.watermark.current() };
-        if !planned.iter().any(Option::is_some) && !self.watermark_moved(time.watermark)? && !self.timers_due(time)? {
+        let last_watermark = self.last_batch_watermark()?;
+        let watermark_moved = time.watermark.is_some() && time.watermark != last_watermark;
+        if !planned.iter().any(Option::is_some) && !watermark_moved && !self.timers_due(time)? {
             return Ok(None);
         }
         let end_offsets = planned
@@ -186,7 +188,8 @@ impl Query {
             .collect();
         let record = OffsetsRecord { batch_id, batch_timestamp_us: now, watermark_us: time.watermark, end_offsets };
         self.checkpoint.offsets().write(batch_id, &record)?;
-        Ok(Some(Plan { time, sources: planned, plan_ms: started.elapsed().as_millis() as u64 }))
+        let late_rows_watermark = self.late_rows_watermark(time)?;
+        Ok(Some(Plan { time, late_rows_watermark, sources: planned, plan_ms: started.elapsed().as_millis() as u64 }))
     }
 
     /// The plan of a batch recorded before a crash: the same input, time and watermark.
@@ -205,12 +208,24 @@ impl Query {
             planned.push(source.replan_batch(&self.store, batch_id, record.batch_timestamp_us, end)?);
         }
         let time = BatchTime { batch_id, processing_time: record.batch_timestamp_us, watermark: record.watermark_us };
-        Ok(Plan { time, sources: planned, plan_ms: started.elapsed().as_millis() as u64 })
+        let late_rows_watermark = self.late_rows_watermark(time)?;
+        Ok(Plan { time, late_rows_watermark, sources: planned, plan_ms: started.elapsed().as_millis() as u64 })
     }
 
-    fn watermark_moved(&self, watermark: Option<i64>) -> Result<bool> {
-        let last = self.store.read(Cf::Meta, LAST_BATCH_WATERMARK)?;
-        Ok(watermark.is_some() && last.as_deref() != watermark.map(i64::to_be_bytes).as_ref().map(|b| b.as_slice()))
+    /// The watermark the last committed batch ran with.
+    fn last_batch_watermark(&self) -> Result<Option<i64>> {
+        let raw = self.store.read(Cf::Meta, LAST_BATCH_WATERMARK)?;
+        Ok(raw.and_then(|raw| Some(i64::from_be_bytes(raw.as_slice().try_into().ok()?))))
+    }
+
+    /// The watermark batch `time.batch_id` judges late rows by: the previous batch's
+    /// (the query's first batch has none before it and uses its own, as Spark does).
+    /// Read from the committed store, so a batch re-run after a crash judges alike.
+    fn late_rows_watermark(&self, time: BatchTime) -> Result<Option<i64>> {
+        if self.store.committed_batch()?.is_none() {
+            return Ok(time.watermark);
+        }
+        self.last_batch_watermark()
     }
 
     fn timers_due(&self, time: BatchTime) -> Result<bool> {

@@ -36,7 +36,7 @@ pub struct StageStats {
     pub state_rows_updated: u64,
     /// State entries deleted.
     pub state_rows_removed: u64,
-    /// Input rows dropped because they were older than the watermark.
+    /// Input rows dropped as late (at or before the previous batch's watermark).
     pub rows_dropped_by_watermark: u64,
     /// Milliseconds the stage ran.
     pub run_ms: u64,
@@ -57,7 +57,7 @@ pub trait Stage: Send {
     /// The schema of the rows it produces.
     fn output_schema(&self) -> &SchemaRef;
 
-    /// Whether it takes rows older than the watermark (otherwise the engine drops
+    /// Whether it takes late rows (otherwise the engine drops
     /// them before the stage sees them).
     fn accepts_late_rows(&self) -> bool;
 

@@ -138,3 +138,47 @@ fn a_new_module_version_keeps_the_state() {
     let part = std::fs::read_to_string(dir.path().join("out/part-00001.jsonl")).expect("part");
     assert_eq!(part, "{\"user\":\"u\",\"count\":2,\"sum\":11}\n", "v2 continues v1's totals");
 }
+
+/// A `scripted` pipeline declaring `state`, with `memory-limit-mb` for the processor.
+fn scripted_spec_with_memory(dir: &Path, state: &str, memory_limit_mb: u32) -> std::path::PathBuf {
+    let file = scripted_spec(dir, "key", 8, state);
+    let spec = std::fs::read_to_string(&file).expect("spec");
+    let spec = spec.replace("key-groups = 8\n", &format!("key-groups = 8\nmemory-limit-mb = {memory_limit_mb}\n"));
+    std::fs::write(&file, spec).expect("spec");
+    file
+}
+
+#[test]
+fn a_new_module_whose_first_batch_fails_can_be_reverted() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let checkpoint = dir.path().join("checkpoint");
+    let v1_state = "{ name = \"v\", kind = \"value\" }";
+    let v1 = scripted_spec_with_memory(dir.path(), v1_state, 128);
+    std::fs::write(
+        dir.path().join("input/1.jsonl"),
+        "{\"key\":\"a\",\"op\":\"value.set\",\"name\":\"v\",\"v\":\"x\"}\n",
+    )
+    .expect("file");
+    let first = eddy_run(&v1, &checkpoint);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let schema_file = || std::fs::read_to_string(checkpoint.join("state/_schema")).expect("_schema");
+    let v1_schema = schema_file();
+
+    // "v2" adds a map variable and cannot run the next batch (it allocates past its cap).
+    std::fs::write(dir.path().join("input/2.jsonl"), "{\"key\":\"a\",\"op\":\"alloc\",\"v\":\"64\"}\n").expect("file");
+    let v2 = scripted_spec_with_memory(dir.path(), &format!("{v1_state}, {{ name = \"m\", kind = \"map\" }}"), 32);
+    let failed = eddy_run(&v2, &checkpoint);
+    assert!(!failed.status.success(), "v2's batch fails");
+    assert!(
+        String::from_utf8_lossy(&failed.stderr).contains("memory cap"),
+        "{}",
+        String::from_utf8_lossy(&failed.stderr)
+    );
+    assert_eq!(schema_file(), v1_schema, "v2's schema was not recorded: its batch never committed");
+
+    // Going back to v1 is accepted (v2's variable was never recorded) and runs the batch.
+    let reverted = eddy_run(&scripted_spec_with_memory(dir.path(), v1_state, 128), &checkpoint);
+    assert!(reverted.status.success(), "{}", String::from_utf8_lossy(&reverted.stderr));
+    assert!(dir.path().join("out/part-00001.jsonl").exists(), "batch 1 ran with v1");
+    assert_eq!(schema_file(), v1_schema);
+}

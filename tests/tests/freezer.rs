@@ -61,8 +61,12 @@ fn counts_with_watermark(delay_minutes: u32) -> BTreeMap<String, i64> {
         .expect("eddy runs");
     assert!(output.status.success(), "eddy failed: {}", String::from_utf8_lossy(&output.stderr));
     let mut counts = BTreeMap::new();
-    for part in std::fs::read_dir(dir.path().join("out")).expect("out dir") {
-        let text = std::fs::read_to_string(part.expect("entry").path()).expect("part");
+    for entry in std::fs::read_dir(dir.path().join("out")).expect("out dir") {
+        let path = entry.expect("entry").path();
+        if !path.file_name().is_some_and(|name| name.to_string_lossy().starts_with("part-")) {
+            continue;
+        }
+        let text = std::fs::read_to_string(path).expect("part");
         for line in text.lines() {
             let row: serde_json::Value = serde_json::from_str(line).expect("json");
             if row["unit"] == "u1" {

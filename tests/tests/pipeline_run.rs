@@ -112,9 +112,37 @@ fn state_carries_over_to_files_that_arrive_later() {
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
     parts.sort();
-    assert_eq!(parts, vec!["part-00000.jsonl", "part-00001.jsonl"]);
+    assert_eq!(parts, vec!["_eddy_query", "part-00000.jsonl", "part-00001.jsonl"], "the parts and the owner marker");
     let second = std::fs::read_to_string(out.join("part-00001.jsonl")).expect("part");
     assert_eq!(second, "{\"user\":\"u1\",\"count\":2,\"sum\":15}\n");
+}
+
+#[test]
+fn a_new_checkpoint_cannot_take_over_another_query_s_output_directory() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let wasm = repo_root().join("build/wasm/running_count.wasm");
+    let spec = write_spec(
+        dir.path(),
+        &format!("{}\n[sink]\nformat = \"json\"\npath = \"out\"\n", valid_spec(wasm.to_str().expect("path"))),
+    );
+    std::fs::write(dir.path().join("input/a.jsonl"), "{\"user\":\"u1\",\"amount\":5}\n").expect("file");
+    let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+    let ran = eddy(&["run", &spec, "--checkpoint", first.to_str().expect("path")]);
+    assert!(ran.status.success(), "{}", stderr(&ran));
+    let part = dir.path().join("out/part-00000.jsonl");
+    let written = std::fs::read_to_string(&part).expect("part");
+    // The same query restarted is fine; a new checkpoint over the same output is refused.
+    assert!(eddy(&["run", &spec, "--checkpoint", first.to_str().expect("path")]).status.success());
+    let message = stderr(&eddy(&["run", &spec, "--checkpoint", second.to_str().expect("path")]));
+    let out = dir.path().join("out");
+    assert!(
+        message.starts_with(&format!("error: the sink directory {} holds the output of another query", out.display())),
+        "{message}"
+    );
+    assert!(message.contains(&format!("checkpoint {})", first.display())), "names the owner's checkpoint: {message}");
+    assert!(message.contains(&format!("checkpoint {})", second.display())), "names this one: {message}");
+    assert!(message.contains("Point [sink] path at another directory"), "{message}");
+    assert_eq!(std::fs::read_to_string(&part).expect("part"), written, "nothing replaced");
 }
 
 fn write_spec(dir: &Path, spec: &str) -> String {

@@ -123,7 +123,7 @@ fn final_state(dir: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
 /// RocksDB store (which manages its own files).
 fn temporary_files(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).expect("checkpoint dir").flatten() {
+    for entry in std::fs::read_dir(dir).expect("directory").flatten() {
         let path = entry.path();
         let name = entry.file_name().to_string_lossy().into_owned();
         if name.starts_with('.') && name.ends_with(".tmp") {
@@ -184,7 +184,8 @@ fn kill_9_at_random_points_loses_and_duplicates_nothing() {
         assert_eq!(got.get(part), Some(text), "{part} differs after {kills} kills");
     }
     assert_eq!(final_state(tortured.path()), final_state(reference.path()), "the final state differs");
-    let leftovers = temporary_files(&tortured.path().join("checkpoint"));
+    let mut leftovers = temporary_files(&tortured.path().join("checkpoint"));
+    leftovers.extend(temporary_files(&tortured.path().join("out")));
     assert!(leftovers.is_empty(), "writes interrupted by kills left {leftovers:?}");
     eprintln!("compared {rows} output rows in {} batches and the final state", expected.len());
 }

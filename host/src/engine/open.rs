@@ -11,9 +11,9 @@ use crate::checkpoint::{CheckpointDir, Metadata};
 use crate::decode::decode_json_lines;
 use crate::operator::{OperatorOptions, ShardedOperator, Stage};
 use crate::pipeline::Pipeline;
-use crate::sink::Sink;
+use crate::sink::{Sink, SinkOwner};
 use crate::source::{Source, list_input_files};
-use crate::state::{OperatorStateSchema, StateStore, check_and_record};
+use crate::state::{OperatorStateSchema, StateStore};
 use crate::wasm::WasmRuntime;
 
 /// The processor stage's operator id (part of every state key); one stage today.
@@ -27,6 +27,8 @@ pub(super) struct Parts {
     pub sink: Box<dyn Sink>,
     /// The query's id from the checkpoint's metadata (new for a new query).
     pub query_id: String,
+    /// State schemas that are new or changed compatibly: recorded with the next commit.
+    pub schemas_to_record: Vec<(u16, OperatorStateSchema)>,
 }
 
 /// Opens every part of `pipeline` in `checkpoint`. The stored state's compatibility
@@ -38,29 +40,34 @@ pub(super) fn open_parts(
 ) -> Result<Parts> {
     let existing = Metadata::read(&checkpoint.metadata_file())?;
     let store = StateStore::open(&checkpoint.store_dir())?;
-    let processor = open_processor(pipeline, &store, checkpoint, module_cache)?;
+    let mut schemas_to_record = Vec::new();
+    let processor = open_processor(pipeline, &store, checkpoint, module_cache, &mut schemas_to_record)?;
     let sources = pipeline
         .sources
         .iter()
         .enumerate()
         .map(|(index, source)| crate::source::open(source, index, checkpoint))
         .collect::<Result<Vec<_>>>()?;
-    let sink = crate::sink::open(&pipeline.sink)?;
+    let new_query = store.committed_batch()?.is_none();
     let metadata = Metadata::record(
         &checkpoint.metadata_file(),
         existing,
         pipeline_fingerprint(pipeline),
         pipeline.operator.key_groups,
     )?;
-    Ok(Parts { store, stages: vec![Box::new(processor)], sources, sink, query_id: metadata.id })
+    let owner = SinkOwner { query_id: metadata.id.clone(), checkpoint: checkpoint.root().to_path_buf(), new_query };
+    let sink = crate::sink::open(&pipeline.sink, &owner)?;
+    Ok(Parts { store, stages: vec![Box::new(processor)], sources, sink, query_id: metadata.id, schemas_to_record })
 }
 
-/// Loads the processor module, opens its shards and checks its state against the store.
+/// Loads the processor module, opens its shards and checks its state schema against
+/// the store (adding it to `schemas_to_record` when it is new or changed).
 fn open_processor(
     pipeline: &Pipeline,
     store: &StateStore,
     checkpoint: &CheckpointDir,
     module_cache: Option<PathBuf>,
+    schemas_to_record: &mut Vec<(u16, OperatorStateSchema)>,
 ) -> Result<ShardedOperator> {
     let runtime = WasmRuntime::new(module_cache)?;
     let module = runtime.load(&pipeline.operator.module)?;
@@ -88,7 +95,12 @@ fn open_processor(
         variables: operator.state_variables(),
         module_sha256: module.sha256.clone(),
     };
-    check_and_record(store, PROCESSOR_OPERATOR_ID, &state_schema, checkpoint)?;
+    if crate::state::check(store, PROCESSOR_OPERATOR_ID, &state_schema, checkpoint)? {
+        schemas_to_record.push((PROCESSOR_OPERATOR_ID, state_schema));
+    } else {
+        // The store has it; the readable copy may lack it if a crash came between the two.
+        crate::state::write_schema_file(checkpoint, PROCESSOR_OPERATOR_ID, &state_schema)?;
+    }
     if let Some(required) = spec.time_mode
         && required != operator.time_mode()
     {

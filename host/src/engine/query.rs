@@ -27,7 +27,7 @@ use crate::operator::{BatchTime, Stage, StageStats};
 use crate::pipeline::Pipeline;
 use crate::sink::Sink;
 use crate::source::{Source, SourceBatch};
-use crate::state::{Cf, StateStore, StateTxn};
+use crate::state::{Cf, OperatorStateSchema, StateStore, StateTxn, schema_entry, write_schema_file};
 
 /// The meta key of the watermark the last batch ran with.
 const LAST_BATCH_WATERMARK: &[u8] = b"engine/last-batch-watermark";
@@ -46,6 +46,8 @@ pub struct Query {
     reporter: Reporter,
     retain_batches: u64,
     snapshot_interval: u64,
+    /// State schemas recorded with the next commit (new, or a new module's).
+    schemas_to_record: Vec<(u16, OperatorStateSchema)>,
 }
 
 /// What the stages of one batch produced.
@@ -89,6 +91,7 @@ impl Query {
             reporter,
             retain_batches: pipeline.min_batches_to_retain,
             snapshot_interval: pipeline.snapshot_interval,
+            schemas_to_record: parts.schemas_to_record,
         })
     }
 
@@ -292,8 +295,15 @@ impl Query {
         if let Some(watermark) = input.time.watermark {
             meta.put(Cf::Meta, LAST_BATCH_WATERMARK.to_vec(), watermark.to_be_bytes().to_vec());
         }
+        for (operator, schema) in &self.schemas_to_record {
+            let (key, value) = schema_entry(*operator, schema)?;
+            meta.put(Cf::Meta, key, value);
+        }
         txns.push(meta);
         self.store.commit_all(txns, batch_id)?;
+        for (operator, schema) in std::mem::take(&mut self.schemas_to_record) {
+            write_schema_file(&self.checkpoint, operator, &schema)?;
+        }
         let record = CommitRecord { batch_id, next_watermark_us: next_watermark.current() };
         self.checkpoint.commits().write(batch_id, &record)?;
         if batch_id.is_multiple_of(self.snapshot_interval) {

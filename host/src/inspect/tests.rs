@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::contract::Scalar;
-use crate::state::{KeyScope, StateStore, VariableDecl, check_and_record};
+use crate::state::{KeyScope, StateStore, VariableDecl, check, schema_entry};
 
 fn cbor<T: Serialize>(value: &T) -> Vec<u8> {
     let mut out = Vec::new();
@@ -166,7 +166,9 @@ fn reads_the_schema_the_engine_records() {
         module_sha256: "00".into(),
     };
     let checkpoint = tempfile::tempdir().unwrap();
-    check_and_record(&store, 0, &engine_schema, &CheckpointDir::new(checkpoint.path())).unwrap();
+    assert!(check(&store, 0, &engine_schema, &CheckpointDir::new(checkpoint.path())).unwrap(), "new: to record");
+    let (key, value) = schema_entry(0, &engine_schema).unwrap();
+    store.write_meta(&key, &value).unwrap();
     let schema = StateReader::open(dir.path()).unwrap().schema(0).unwrap().expect("schema");
     assert_eq!(schema, engine_schema);
 }

@@ -9,7 +9,7 @@ use arrow::datatypes::SchemaRef;
 use arrow::json::LineDelimitedWriter;
 
 use super::Sink;
-use super::part_files::{PartFiles, no_rows};
+use super::part_files::{PartFiles, SinkOwner, no_rows};
 
 /// Writes `part-<batch>.jsonl` files into a directory; a batch without rows writes
 /// nothing, and a replayed batch replaces its file.
@@ -18,9 +18,9 @@ pub struct JsonFileSink {
 }
 
 impl JsonFileSink {
-    /// A sink writing into `dir` (created if missing).
-    pub fn new(dir: PathBuf) -> Result<Self> {
-        Ok(Self { parts: PartFiles::create(dir, "jsonl")? })
+    /// A sink writing into `dir` (created if missing) for `owner`.
+    pub fn new(dir: PathBuf, owner: &SinkOwner) -> Result<Self> {
+        Ok(Self { parts: PartFiles::create(dir, "jsonl", owner)? })
     }
 }
 
@@ -52,6 +52,10 @@ mod tests {
 
     use super::*;
 
+    fn test_owner() -> SinkOwner {
+        SinkOwner { query_id: "test-query".into(), checkpoint: "/checkpoint".into(), new_query: true }
+    }
+
     #[test]
     fn writes_one_file_per_batch_with_rows_and_replaces_a_replayed_batch() -> Result<()> {
         let dir = tempfile::tempdir()?;
@@ -66,7 +70,7 @@ mod tests {
                 vec![Arc::new(StringArray::from(users)), Arc::new(Int64Array::from(ns))],
             )
         };
-        let mut sink = JsonFileSink::new(out.clone())?;
+        let mut sink = JsonFileSink::new(out.clone(), &test_owner())?;
         assert_eq!(sink.description(), format!("FileSink[{}]", out.display()));
         sink.write_batch(0, &schema, &[batch(vec!["a"], vec![1])?])?;
         sink.write_batch(1, &schema, &[RecordBatch::new_empty(schema.clone())])?;
@@ -75,7 +79,7 @@ mod tests {
             .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
             .collect::<Result<_, _>>()?;
         names.sort();
-        assert_eq!(names, vec!["part-00000.jsonl".to_string()]);
+        assert_eq!(names, vec![crate::sink::OWNER_FILE.to_string(), "part-00000.jsonl".to_string()]);
         assert_eq!(
             std::fs::read_to_string(out.join("part-00000.jsonl"))?,
             "{\"user\":\"b\",\"n\":2}\n{\"user\":\"c\",\"n\":3}\n"

@@ -12,7 +12,7 @@ use arrow::datatypes::SchemaRef;
 pub use console::{ConsoleSink, DEFAULT_NUM_ROWS, TRUNCATE_WIDTH};
 pub use json_files::JsonFileSink;
 pub use parquet_files::ParquetFileSink;
-pub use part_files::PartFiles;
+pub use part_files::{OWNER_FILE, PartFiles, SinkOwner};
 
 use crate::pipeline::{SinkFormat, SinkSpec};
 
@@ -34,14 +34,14 @@ pub trait Sink {
     fn description(&self) -> String;
 }
 
-/// Opens the sink a spec describes.
-pub fn open(spec: &SinkSpec) -> Result<Box<dyn Sink>> {
+/// Opens the sink a spec describes, for the query `owner`.
+pub fn open(spec: &SinkSpec, owner: &SinkOwner) -> Result<Box<dyn Sink>> {
     Ok(match (spec.format, &spec.path) {
         (SinkFormat::Console, _) => {
             Box::new(ConsoleSink::with_options(std::io::stdout(), spec.num_rows, spec.truncate))
         }
-        (SinkFormat::Json, Some(path)) => Box::new(JsonFileSink::new(path.clone())?),
-        (SinkFormat::Parquet, Some(path)) => Box::new(ParquetFileSink::new(path.clone())?),
+        (SinkFormat::Json, Some(path)) => Box::new(JsonFileSink::new(path.clone(), owner)?),
+        (SinkFormat::Parquet, Some(path)) => Box::new(ParquetFileSink::new(path.clone(), owner)?),
         (SinkFormat::Json | SinkFormat::Parquet, None) => {
             anyhow::bail!("the {} sink needs a path: set [sink] path to an output directory", format_name(spec.format))
         }

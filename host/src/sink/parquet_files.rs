@@ -11,7 +11,7 @@ use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 
 use super::Sink;
-use super::part_files::{PartFiles, no_rows};
+use super::part_files::{PartFiles, SinkOwner, no_rows};
 
 /// Writes `part-<batch>.parquet` files into a directory; a batch without rows writes
 /// nothing, and a replayed batch replaces its file.
@@ -20,9 +20,9 @@ pub struct ParquetFileSink {
 }
 
 impl ParquetFileSink {
-    /// A sink writing into `dir` (created if missing).
-    pub fn new(dir: PathBuf) -> Result<Self> {
-        Ok(Self { parts: PartFiles::create(dir, "parquet")? })
+    /// A sink writing into `dir` (created if missing) for `owner`.
+    pub fn new(dir: PathBuf, owner: &SinkOwner) -> Result<Self> {
+        Ok(Self { parts: PartFiles::create(dir, "parquet", owner)? })
     }
 }
 
@@ -67,6 +67,12 @@ mod tests {
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
     use super::*;
+
+    use crate::sink::OWNER_FILE;
+
+    fn test_owner() -> SinkOwner {
+        SinkOwner { query_id: "test-query".into(), checkpoint: "/checkpoint".into(), new_query: true }
+    }
 
     fn schema() -> SchemaRef {
         Arc::new(Schema::new(vec![
@@ -113,14 +119,14 @@ mod tests {
     fn round_trips_every_row_of_a_batch_through_a_parquet_file() -> Result<()> {
         let dir = tempfile::tempdir()?;
         let out = dir.path().join("out");
-        let mut sink = ParquetFileSink::new(out.clone())?;
+        let mut sink = ParquetFileSink::new(out.clone(), &test_owner())?;
         assert_eq!(sink.description(), format!("FileSink[{}]", out.display()));
         let first =
             batch(vec!["f1", "f2"], vec![Some(104.2), None], vec![1, 2], vec![Some(1_764_403_210_000_000), None])?;
         let second = batch(vec!["f3"], vec![Some(-1.5)], vec![3], vec![Some(0)])?;
         sink.write_batch(7, &schema(), &[first.clone(), RecordBatch::new_empty(schema()), second.clone()])?;
 
-        assert_eq!(file_names(&out)?, vec!["part-00007.parquet".to_string()]);
+        assert_eq!(file_names(&out)?, vec![OWNER_FILE.to_string(), "part-00007.parquet".to_string()]);
         let (read_schema, batches) = read_back(&out.join("part-00007.parquet"))?;
         assert_eq!(read_schema.fields(), schema().fields());
         let all = arrow::compute::concat_batches(&read_schema, &batches)?;
@@ -135,14 +141,14 @@ mod tests {
     fn an_empty_batch_writes_nothing_and_a_replayed_batch_replaces_its_file() -> Result<()> {
         let dir = tempfile::tempdir()?;
         let out = dir.path().join("out");
-        let mut sink = ParquetFileSink::new(out.clone())?;
+        let mut sink = ParquetFileSink::new(out.clone(), &test_owner())?;
         sink.write_batch(0, &schema(), &[])?;
         sink.write_batch(1, &schema(), &[RecordBatch::new_empty(schema())])?;
-        assert!(file_names(&out)?.is_empty());
+        assert_eq!(file_names(&out)?, vec![OWNER_FILE.to_string()], "no part file");
 
         sink.write_batch(2, &schema(), &[batch(vec!["a", "b"], vec![None, None], vec![1, 2], vec![None, None])?])?;
         sink.write_batch(2, &schema(), &[batch(vec!["c"], vec![Some(1.0)], vec![9], vec![None])?])?;
-        assert_eq!(file_names(&out)?, vec!["part-00002.parquet".to_string()]);
+        assert_eq!(file_names(&out)?, vec![OWNER_FILE.to_string(), "part-00002.parquet".to_string()]);
         let (_, batches) = read_back(&out.join("part-00002.parquet"))?;
         assert_eq!(batches.iter().map(RecordBatch::num_rows).sum::<usize>(), 1);
         let counts =
@@ -154,7 +160,7 @@ mod tests {
     #[test]
     fn rows_whose_schema_differs_only_in_metadata_are_written_under_the_sink_schema() -> Result<()> {
         let dir = tempfile::tempdir()?;
-        let mut sink = ParquetFileSink::new(dir.path().to_path_buf())?;
+        let mut sink = ParquetFileSink::new(dir.path().to_path_buf(), &test_owner())?;
         let plain = batch(vec!["a"], vec![Some(2.0)], vec![1], vec![Some(5)])?;
         let tagged_schema = Arc::new(
             schema()

@@ -4,7 +4,8 @@
 //! and TTL, and the module's hash — is kept in the store (`schema/<operator>`, JSON).
 //! A restart must agree on everything but the module (a new module version with the
 //! same state keeps the state) and may add variables; anything else is refused with
-//! what changed and the two ways forward. A readable copy of every operator's schema is
+//! what changed and the two ways forward. A new or changed schema is recorded with the
+//! next committed batch, never before. A readable copy of every operator's schema is
 //! kept in `state/_schema` (the store's copy is the one checked).
 
 use std::collections::BTreeMap;
@@ -42,14 +43,17 @@ pub fn stored_schema(store: &StateStore, operator: u16) -> Result<Option<Operato
     }
 }
 
-/// Checks `current` against what the checkpoint holds, and records it when it is new or
-/// a compatible change.
-pub fn check_and_record(
+/// Checks `current` against the schema the store holds for `operator`: an error naming
+/// every incompatible change and the two ways forward, or whether `current` is new or
+/// a compatible change and so must be recorded — with the next batch's commit
+/// ([`schema_entry`]), so that a new module whose first batch fails leaves the stored
+/// schema as it was and the previous module can still take over.
+pub fn check(
     store: &StateStore,
     operator: u16,
     current: &OperatorStateSchema,
     checkpoint: &CheckpointDir,
-) -> Result<()> {
+) -> Result<bool> {
     let stored = stored_schema(store, operator)?;
     if let Some(stored) = &stored {
         let changes = incompatible_changes(stored, current);
@@ -65,19 +69,22 @@ pub fn check_and_record(
             crate::log::info(&format!("operator {operator}: a new module version takes over the existing state"));
         }
     }
-    if stored.as_ref() != Some(current) {
-        store.write_meta(&schema_key(operator), &serde_json::to_vec(current)?)?;
-    }
-    write_schema_file(&checkpoint.schema_file(), operator, current)
+    Ok(stored.as_ref() != Some(current))
+}
+
+/// The meta entry that records `schema` as `operator`'s, to be written in a batch's commit.
+pub fn schema_entry(operator: u16, schema: &OperatorStateSchema) -> Result<(Vec<u8>, Vec<u8>)> {
+    Ok((schema_key(operator), serde_json::to_vec(schema)?))
 }
 
 /// Version of the `state/_schema` file's format.
 const SCHEMA_FILE_VERSION: u32 = 1;
 
 /// Records `schema` for `operator` in the checkpoint's `state/_schema` (JSON, keeping
-/// the other operators' entries).
-fn write_schema_file(path: &std::path::Path, operator: u16, schema: &OperatorStateSchema) -> Result<()> {
-    let mut operators: BTreeMap<String, OperatorStateSchema> = std::fs::read(path)
+/// the other operators' entries), once the store holds it.
+pub fn write_schema_file(checkpoint: &CheckpointDir, operator: u16, schema: &OperatorStateSchema) -> Result<()> {
+    let path = checkpoint.schema_file();
+    let mut operators: BTreeMap<String, OperatorStateSchema> = std::fs::read(&path)
         .ok()
         .and_then(|raw| serde_json::from_slice::<serde_json::Value>(&raw).ok())
         .and_then(|file| serde_json::from_value(file.get("operators")?.clone()).ok())
@@ -87,7 +94,7 @@ fn write_schema_file(path: &std::path::Path, operator: u16, schema: &OperatorSta
     }
     operators.insert(operator.to_string(), schema.clone());
     let file = serde_json::json!({ "version": SCHEMA_FILE_VERSION, "operators": operators });
-    crate::util::fs::write_atomic(path, format!("{file:#}\n").as_bytes())
+    crate::util::fs::write_atomic(&path, format!("{file:#}\n").as_bytes())
 }
 
 /// Everything that changed in a way the stored state cannot follow.

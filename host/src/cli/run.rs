@@ -1,11 +1,21 @@
 //! `eddy run`: runs a pipeline, printing each batch's progress record on request and,
 //! on a terminal, a bar of the files an available-now run works through.
+//!
+//! Stopping: the first SIGINT (Ctrl-C) or SIGTERM lets the batch in flight finish and
+//! commit, then the run ends with a one-line summary and exit code 0; a batch still
+//! running after the grace period (`--stop-grace`) is abandoned — nothing of it is
+//! committed and the next start runs it again. A second signal stops at once (exit
+//! code 130 for SIGINT, 143 for SIGTERM).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
+use signal_hook::consts::{SIGINT, SIGTERM};
 
 use super::bar::Bar;
 use crate::checkpoint::QueryProgress;
@@ -30,6 +40,10 @@ pub struct RunArgs {
     /// Prints each batch's progress record (JSON) on stderr.
     #[arg(long)]
     pub progress: bool,
+    /// After a stop signal, how many seconds the batch in flight may still run before
+    /// it is abandoned (and runs again at the next start).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub stop_grace: u64,
 }
 
 /// What the terminal shows while the run goes on.
@@ -73,13 +87,54 @@ impl RunObserver for Terminal {
 pub fn run(args: &RunArgs) -> Result<()> {
     let pipeline = Pipeline::load(&args.pipeline)?;
     let module_cache = if args.no_module_cache { None } else { WasmRuntime::default_cache_dir() };
-    let options = RunOptions { checkpoint: args.checkpoint.clone(), module_cache, max_batches: args.max_batches };
+    let stop = stop_on_signals(Duration::from_secs(args.stop_grace))?;
+    let options = RunOptions {
+        checkpoint: args.checkpoint.clone(),
+        module_cache,
+        max_batches: args.max_batches,
+        stop: Some(stop),
+    };
     let bar_wanted = pipeline.trigger == TriggerSpec::AvailableNow && std::io::stderr().is_terminal();
     let mut terminal = Terminal { print_progress: args.progress, bar_wanted, bar: None };
     let summary = run_observed(&pipeline, &options, &mut terminal)?;
+    let last = summary.last_committed_batch.map_or_else(|| "none".to_string(), |id| id.to_string());
     crate::log::info(&format!(
-        "query '{}' done: {} batches, {} input rows, {} output rows",
-        pipeline.name, summary.batches, summary.input_rows, summary.output_rows
+        "query '{}' {}: {} batches, {} input rows, {} output rows; last committed batch {last}",
+        pipeline.name,
+        if summary.stopped { "stopped" } else { "done" },
+        summary.batches,
+        summary.input_rows,
+        summary.output_rows
     ));
     Ok(())
+}
+
+/// A flag that the first SIGINT or SIGTERM sets; a second one exits at once. Once the
+/// flag is set, a watchdog ends the process after `grace` if the run has not ended.
+fn stop_on_signals(grace: Duration) -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for (signal, code) in [(SIGINT, 130), (SIGTERM, 143)] {
+        // Registered first: when the flag is already set, the signal exits at once.
+        signal_hook::flag::register_conditional_shutdown(signal, code, stop.clone())
+            .context("cannot install the stop signal handlers")?;
+        signal_hook::flag::register(signal, stop.clone()).context("cannot install the stop signal handlers")?;
+    }
+    let watched = stop.clone();
+    std::thread::Builder::new()
+        .name("eddy-stop".into())
+        .spawn(move || {
+            while !watched.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            crate::log::info("stopping: the batch in flight finishes first (a second signal stops at once)");
+            std::thread::sleep(grace);
+            crate::log::info(&format!(
+                "stopped: the batch in flight ran past the {} s grace period and was abandoned; nothing of it was \
+                 committed and the next start runs it again",
+                grace.as_secs()
+            ));
+            std::process::exit(0);
+        })
+        .context("cannot start the stop watchdog")?;
+    Ok(stop)
 }

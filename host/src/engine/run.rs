@@ -2,6 +2,8 @@
 //! trigger until it says the run is done, telling an observer about each batch.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
 
@@ -21,6 +23,9 @@ pub struct RunOptions {
     pub module_cache: Option<PathBuf>,
     /// Stop after this many batches (any trigger).
     pub max_batches: Option<u64>,
+    /// Set to ask the run to stop: the batch in flight finishes and commits, then the
+    /// run ends (e.g. on SIGINT/SIGTERM).
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 /// What a run did.
@@ -34,6 +39,10 @@ pub struct RunSummary {
     pub output_rows: u64,
     /// Rows dropped as late.
     pub rows_dropped_by_watermark: u64,
+    /// The last batch the checkpoint has committed (by this run or an earlier one).
+    pub last_committed_batch: Option<u64>,
+    /// Whether the run ended because it was asked to stop.
+    pub stopped: bool,
 }
 
 /// Watches a run: its start and every committed batch.
@@ -86,7 +95,8 @@ pub fn run_observed(pipeline: &Pipeline, options: &RunOptions, observer: &mut dy
     };
     std::fs::create_dir_all(&root).with_context(|| format!("cannot create checkpoint {}", root.display()))?;
     let mut query = Query::open(pipeline, CheckpointDir::new(root), options.module_cache.clone())?;
-    let mut pacer = Pacer::new(pipeline.trigger);
+    let stop = options.stop.clone().unwrap_or_default();
+    let mut pacer = Pacer::new(pipeline.trigger, stop.clone());
     if let Some(lift_limits) = pacer.bounds() {
         query.bound_to_available_now(now_micros(), lift_limits)?;
     }
@@ -95,6 +105,10 @@ pub fn run_observed(pipeline: &Pipeline, options: &RunOptions, observer: &mut dy
     let mut summary = RunSummary::default();
     while options.max_batches.is_none_or(|max| summary.batches < max) {
         pacer.wait_for_turn();
+        if stop.load(Ordering::SeqCst) {
+            summary.stopped = true;
+            break;
+        }
         let ran = query.try_run_batch(now_micros())?;
         let ran_a_batch = ran.is_some();
         if let Some((mut metrics, record)) = ran {
@@ -112,6 +126,7 @@ pub fn run_observed(pipeline: &Pipeline, options: &RunOptions, observer: &mut dy
             break;
         }
     }
+    summary.last_committed_batch = query.next_batch_id().checked_sub(1);
     query.close()?;
     observer.finished();
     Ok(summary)

@@ -10,6 +10,8 @@
 //! - once: what is there at the start in one batch (ignoring max-files-per-trigger,
 //!   like Spark's), then stop.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Result;
@@ -26,12 +28,26 @@ const POLL_INTERVAL: Duration = Duration::from_millis(100);
 pub(super) struct Pacer {
     trigger: TriggerSpec,
     next_start: i64,
+    /// Set when the run is asked to stop: waits end early.
+    stop: Arc<AtomicBool>,
 }
 
 impl Pacer {
-    /// Pacing for `trigger`, starting now.
-    pub fn new(trigger: TriggerSpec) -> Self {
-        Self { trigger, next_start: now_micros() }
+    /// Pacing for `trigger`, starting now; `stop` cuts waits short.
+    pub fn new(trigger: TriggerSpec, stop: Arc<AtomicBool>) -> Self {
+        Self { trigger, next_start: now_micros(), stop }
+    }
+
+    /// Sleeps for `duration`, or less if the run is asked to stop.
+    fn sleep(&self, duration: Duration) {
+        let until = std::time::Instant::now() + duration;
+        while !self.stop.load(Ordering::SeqCst) {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            std::thread::sleep(left.min(POLL_INTERVAL));
+        }
     }
 
     /// Whether the sources must be bounded to what is available at the start, and
@@ -49,7 +65,7 @@ impl Pacer {
         if let TriggerSpec::ProcessingTime(interval) = self.trigger {
             let wait = self.next_start - now_micros();
             if wait > 0 {
-                std::thread::sleep(Duration::from_micros(wait as u64));
+                self.sleep(Duration::from_micros(wait as u64));
             }
             self.next_start += interval.as_micros() as i64;
         }
@@ -81,7 +97,7 @@ impl Pacer {
         };
         let idle = !ran && matches!(self.trigger, TriggerSpec::AsFastAsPossible | TriggerSpec::AvailableNow);
         if idle && !done {
-            std::thread::sleep(POLL_INTERVAL);
+            self.sleep(POLL_INTERVAL);
         }
         Ok(done)
     }

@@ -4,6 +4,8 @@
 # (all in one batch by default, as Spark does without maxFilesPerTrigger; MAX_FILES=4
 # makes 5 batches of 400 k), through the running-count processor, to a Parquet sink.
 # Prints events per second and the peak resident memory of the eddy process.
+# METRICS=1 runs it with the monitoring endpoint on (`--metrics 127.0.0.1:0`);
+# EDDY_BIN=path runs another build of eddy (to compare two versions in one session).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/bench-pipeline.sh
@@ -29,14 +31,17 @@ PY
 
 running_count_pipeline "$work/pipeline.toml" bench-e2e "$MAX_FILES"
 
-cargo build --release -p eddy --quiet
+eddy=${EDDY_BIN:-$target/release/eddy}
+[ -n "${EDDY_BIN:-}" ] || cargo build --release -p eddy --quiet
+extra=()
+[ -z "${METRICS:-}" ] || extra=(--metrics 127.0.0.1:0)
 input_bytes=$(du -sb "$work/input" | cut -f1)
-/usr/bin/time -v "$target/release/eddy" run "$work/pipeline.toml" --checkpoint "$work/checkpoint" 2> "$work/time.txt" || {
+/usr/bin/time -v "$eddy" run "$work/pipeline.toml" --checkpoint "$work/checkpoint" "${extra[@]}" 2> "$work/time.txt" || {
   cat "$work/time.txt"; exit 1; }
 seconds=$(grep "Elapsed (wall clock)" "$work/time.txt" | awk '{print $NF}' | awk -F: '{ if (NF == 3) print $1*3600 + $2*60 + $3; else print $1*60 + $2 }')
 peak_kb=$(grep "Maximum resident set size" "$work/time.txt" | awk '{print $NF}')
 output_rows=$(grep -o "[0-9]* output rows" "$work/time.txt" | awk '{print $1}')
-echo "events:            $EVENTS ($KEYS keys, $FILES files, ${MAX_FILES:-all} files per batch, $((input_bytes / 1048576)) MiB of JSON)"
+echo "events:            $EVENTS ($KEYS keys, $FILES files, ${MAX_FILES:-all} files per batch, $((input_bytes / 1048576)) MiB of JSON)${METRICS:+, metrics on}"
 echo "output rows:       $output_rows (Parquet)"
 echo "wall time:         ${seconds} s"
 echo "throughput:        $(python3 -c "print(f'{$EVENTS / $seconds / 1e6:.2f} M events/s')")"

@@ -6,7 +6,7 @@
 //! driving batches. Rooms from the ground up (a room imports only rooms below it):
 //!
 //! `util`, `log`, `contract` → `pipeline` → `decode`, `sink`, `checkpoint` → `state` →
-//! `inspect`, `wasm`, `source` → `operator` → `engine` → `cli`.
+//! `inspect`, `wasm`, `source` → `operator` → `engine` → `monitor` → `cli`.
 
 #![warn(missing_docs)]
 
@@ -17,6 +17,7 @@ pub mod decode;
 pub mod engine;
 pub mod inspect;
 pub mod log;
+pub mod monitor;
 pub mod operator;
 pub mod pipeline;
 pub mod sink;

@@ -28,7 +28,8 @@ use anyhow::{Context, Result};
 
 pub use progress_log::{FOLLOW_POLL, Follower, ProgressLog};
 pub use progress_record::{
-    EventTimeProgress, QueryProgress, SinkProgress, SourceProgress, StateOperatorProgress, rows_per_second,
+    EventTimeProgress, HotKey, QueryProgress, SinkProgress, SourceProgress, StateOperatorProgress, TopKeys,
+    rows_per_second,
 };
 pub use record_log::{FORMAT_VERSION, RecordLog};
 pub use records::{CommitRecord, Metadata, OffsetsRecord, SinkManifest};

@@ -48,6 +48,38 @@ pub struct QueryProgress {
     /// The sink.
     #[serde(default)]
     pub sink: SinkProgress,
+    /// The batch's hottest keys (eddy's addition); omitted when there are none.
+    #[serde(default, skip_serializing_if = "TopKeys::is_empty")]
+    pub top_keys: TopKeys,
+}
+
+/// One hot key.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HotKey {
+    /// The key as a user writes it, e.g. `["alice"]`.
+    pub key: String,
+    /// Its input rows in the batch.
+    pub rows: u64,
+    /// Microseconds its `handle-input-rows` call took.
+    pub guest_micros: u64,
+}
+
+/// A batch's hottest keys, by rows and by guest time, hottest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TopKeys {
+    /// The keys with the most input rows.
+    pub by_rows: Vec<HotKey>,
+    /// The keys whose calls took longest.
+    pub by_guest_time: Vec<HotKey>,
+}
+
+impl TopKeys {
+    /// Whether no key was seen.
+    pub fn is_empty(&self) -> bool {
+        self.by_rows.is_empty() && self.by_guest_time.is_empty()
+    }
 }
 
 /// A batch's event times (Spark's `eventTime` map), each ISO-8601 UTC with

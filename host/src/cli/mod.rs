@@ -3,10 +3,11 @@
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
-mod bar;
 mod progress;
 mod run;
 mod state;
+mod status;
+mod ui;
 
 /// eddy: stateful stream processing with WebAssembly processors.
 #[derive(Parser, Debug)]
@@ -24,6 +25,8 @@ enum Command {
     State(state::StateArgs),
     /// Runs a pipeline over its input, then stops.
     Run(run::RunArgs),
+    /// Serves the live dashboard of a query from its checkpoint's progress records.
+    Ui(ui::UiArgs),
 }
 
 impl Cli {
@@ -33,6 +36,7 @@ impl Cli {
             Command::Progress(args) => progress::run(&args),
             Command::State(args) => state::run(&args),
             Command::Run(args) => run::run(&args),
+            Command::Ui(args) => ui::run(&args),
         }
     }
 }

@@ -7,7 +7,6 @@
 //! committed and the next start runs it again. A second signal stops at once (exit
 //! code 130 for SIGINT, 143 for SIGTERM).
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,9 +16,10 @@ use anyhow::{Context, Result};
 use clap::Args;
 use signal_hook::consts::{SIGINT, SIGTERM};
 
-use super::bar::Bar;
+use super::status::StatusLine;
 use crate::checkpoint::QueryProgress;
 use crate::engine::{BatchMetrics, RunObserver, RunOptions, run_observed};
+use crate::monitor::Monitor;
 use crate::pipeline::{Pipeline, TriggerSpec};
 use crate::wasm::WasmRuntime;
 
@@ -44,42 +44,68 @@ pub struct RunArgs {
     /// it is abandoned (and runs again at the next start).
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     pub stop_grace: u64,
+    /// Serves Prometheus metrics (`/metrics`), `/healthz`, `/readyz` and the live
+    /// dashboard (`/`) on this address, e.g. 127.0.0.1:9464 (overrides `[monitoring]`).
+    #[arg(long, value_name = "ADDRESS")]
+    pub metrics: Option<String>,
+    /// Draws no status line on the terminal.
+    #[arg(long)]
+    pub quiet: bool,
 }
 
-/// What the terminal shows while the run goes on.
-struct Terminal {
+/// What the run shows: the terminal's status line, progress records on request, and
+/// the monitoring endpoint when one is asked for.
+struct Watchers {
     print_progress: bool,
-    /// Whether a files bar is wanted (available-now on a terminal).
-    bar_wanted: bool,
-    bar: Option<(Bar, u64)>,
+    /// Whether the status line shows a files bar (available-now runs).
+    count_files: bool,
+    files_total: Option<u64>,
+    status: StatusLine,
+    monitor: Option<Monitor>,
 }
 
-impl RunObserver for Terminal {
+impl RunObserver for Watchers {
     fn counts_files(&self) -> bool {
-        self.bar_wanted
+        self.count_files
     }
 
     fn started(&mut self, files_left: Option<u64>) -> Result<()> {
-        if let Some(total) = files_left.filter(|total| *total > 0) {
-            self.bar = Some((Bar::new(total, "files"), total));
+        self.files_total = files_left.filter(|total| *total > 0);
+        if let Some(total) = self.files_total {
+            self.status.set_files(0, total);
+            self.status.draw(true);
         }
         Ok(())
+    }
+
+    fn attempt_starting(&mut self) {
+        self.status.clear();
     }
 
     fn batch(&mut self, metrics: &BatchMetrics, record: &QueryProgress) -> Result<()> {
         if self.print_progress {
             eprintln!("{}", serde_json::to_string(record)?);
         }
-        if let (Some((bar, total)), Some(left)) = (self.bar.as_mut(), metrics.files_left) {
-            bar.set(total.saturating_sub(left));
+        if let (Some(total), Some(left)) = (self.files_total, metrics.files_left) {
+            self.status.set_files(total.saturating_sub(left), total);
         }
+        if let Some(monitor) = &self.monitor {
+            monitor.batch(metrics, record);
+        }
+        self.status.set_batch(record);
+        self.status.draw(true);
         Ok(())
     }
 
-    fn finished(&mut self) {
-        if let Some((bar, _)) = self.bar.as_mut() {
-            bar.finish();
+    fn idle(&mut self) {
+        if let Some(monitor) = &self.monitor {
+            monitor.idle();
         }
+        self.status.draw(false);
+    }
+
+    fn finished(&mut self) {
+        self.status.finish();
     }
 }
 
@@ -94,9 +120,25 @@ pub fn run(args: &RunArgs) -> Result<()> {
         max_batches: args.max_batches,
         stop: Some(stop),
     };
-    let bar_wanted = pipeline.trigger == TriggerSpec::AvailableNow && std::io::stderr().is_terminal();
-    let mut terminal = Terminal { print_progress: args.progress, bar_wanted, bar: None };
-    let summary = run_observed(&pipeline, &options, &mut terminal)?;
+    let status = StatusLine::new(!args.quiet);
+    let count_files = pipeline.trigger == TriggerSpec::AvailableNow && status.is_visible();
+    let monitor = match args.metrics.as_ref().or(pipeline.metrics_address.as_ref()) {
+        Some(address) => {
+            let interval = match pipeline.trigger {
+                TriggerSpec::ProcessingTime(interval) => Some(interval),
+                _ => None,
+            };
+            let monitor = Monitor::start(address, &pipeline.name, interval)?;
+            crate::log::info(&format!(
+                "metrics on http://{}/metrics, dashboard on http://{}/",
+                monitor.address, monitor.address
+            ));
+            Some(monitor)
+        }
+        None => None,
+    };
+    let mut watchers = Watchers { print_progress: args.progress, count_files, files_total: None, status, monitor };
+    let summary = run_observed(&pipeline, &options, &mut watchers)?;
     let last = summary.last_committed_batch.map_or_else(|| "none".to_string(), |id| id.to_string());
     crate::log::info(&format!(
         "query '{}' {}: {} batches, {} input rows, {} output rows; last committed batch {last}",

@@ -90,6 +90,7 @@ pub(super) fn read_input(plan: Plan, rules: &InputRules<'_>) -> Result<Input> {
             }
         }
         metrics.bad_records = batch.bad_records;
+        metrics.input_bytes = batch.bytes;
         metrics.start_offset = batch.start_offset;
         metrics.end_offset = batch.end_offset;
         input.sources.push(metrics);

@@ -39,6 +39,8 @@ pub struct SourceMetrics {
     pub description: String,
     /// Rows read (before the watermark filter).
     pub input_rows: u64,
+    /// Bytes read.
+    pub input_bytes: u64,
     /// Records skipped or dead-lettered.
     pub bad_records: u64,
     /// Where the batch started.
@@ -72,6 +74,12 @@ pub struct BatchMetrics {
     pub memory_used_bytes: u64,
     /// Rows written to the sink.
     pub output_rows: u64,
+    /// Bytes the sink wrote.
+    pub sink_bytes: u64,
+    /// Estimated bytes of live state (the whole store).
+    pub state_bytes: u64,
+    /// Whether the batch ran longer than the processing-time trigger's interval.
+    pub trigger_overrun: bool,
     /// Planning (source listing and reading) time.
     pub plan_ms: u64,
     /// Time the stages ran.

@@ -152,13 +152,17 @@ impl Query {
         let output = self
             .run_stages(input.rows.clone(), input.time)
             .with_context(|| format!("batch {batch_id} failed; nothing of it was committed"))?;
+        let sink_bytes_before = self.sink.bytes_written();
         let sink_ms = self.publish(batch_id, &output.rows)?;
+        let sink_bytes = self.sink.bytes_written() - sink_bytes_before;
         let commit_ms = self.commit(&input, output.txns)?;
         let mut metrics = batch_metrics(input, output.stats, output.rows.iter().map(|b| b.num_rows() as u64).sum());
         metrics.operator_ms = output.run_ms;
         metrics.sink_ms = sink_ms;
         metrics.commit_ms = commit_ms;
+        metrics.sink_bytes = sink_bytes;
         metrics.state_rows_total = self.store.estimated_state_entries();
+        metrics.state_bytes = self.store.estimated_state_bytes();
         metrics.memory_used_bytes = self.store.memory_used_bytes();
         metrics.total_ms = started.elapsed().as_millis() as u64;
         let record = self.reporter.record(&metrics);

@@ -47,7 +47,10 @@ impl Reporter {
                 num_input_rows: source.input_rows,
                 input_rows_per_second: input_rate(source.input_rows),
                 processed_rows_per_second: rows_per_second(source.input_rows, metrics.total_ms),
-                metrics: BTreeMap::from([("numBadRecords".to_string(), source.bad_records.to_string())]),
+                metrics: BTreeMap::from([
+                    ("numBadRecords".to_string(), source.bad_records.to_string()),
+                    ("numInputBytes".to_string(), source.input_bytes.to_string()),
+                ]),
             })
             .collect();
         QueryProgress {
@@ -72,8 +75,9 @@ impl Reporter {
             sink: SinkProgress {
                 description: self.sink.clone(),
                 num_output_rows: metrics.output_rows,
-                metrics: BTreeMap::new(),
+                metrics: BTreeMap::from([("numOutputBytes".to_string(), metrics.sink_bytes.to_string())]),
             },
+            top_keys: metrics.stages.first().map(|stage| stage.top_keys.clone()).unwrap_or_default(),
         }
     }
 }
@@ -81,11 +85,17 @@ impl Reporter {
 /// A stage's entry in `stateOperators`. The store is shared: its total rows and
 /// memory are the whole store's, as is the commit time.
 fn state_operator(stage: &StageStats, metrics: &BatchMetrics) -> StateOperatorProgress {
-    let custom_metrics = BTreeMap::from([
+    let mut custom_metrics = BTreeMap::from([
         ("numKeysWithInput".to_string(), stage.keys_with_input as i64),
         ("numTimersFired".to_string(), stage.timers_fired as i64),
+        ("numTimersRegistered".to_string(), stage.timers_registered as i64),
         ("numExpiredEntriesEvicted".to_string(), stage.entries_evicted as i64),
+        ("guestMemoryPeakBytes".to_string(), stage.guest_memory_peak_bytes as i64),
     ]);
+    for (handler, calls) in &stage.handlers {
+        custom_metrics.insert(format!("guestCalls[{handler}]"), calls.calls as i64);
+        custom_metrics.insert(format!("guestTimeMs[{handler}]"), (calls.micros / 1000) as i64);
+    }
     StateOperatorProgress {
         operator_name: stage.name.clone(),
         num_rows_total: metrics.state_rows_total,

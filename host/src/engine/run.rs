@@ -58,8 +58,14 @@ pub trait RunObserver {
         Ok(())
     }
 
+    /// An attempt at a batch starts (what it prints comes next).
+    fn attempt_starting(&mut self) {}
+
     /// Batch `metrics.batch_id` committed; `record` is its progress record.
     fn batch(&mut self, metrics: &BatchMetrics, record: &QueryProgress) -> Result<()>;
+
+    /// An attempt found nothing to do: the query has caught up with its input.
+    fn idle(&mut self) {}
 
     /// The run ended without error.
     fn finished(&mut self) {}
@@ -109,8 +115,12 @@ pub fn run_observed(pipeline: &Pipeline, options: &RunOptions, observer: &mut dy
             summary.stopped = true;
             break;
         }
+        observer.attempt_starting();
         let ran = query.try_run_batch(now_micros())?;
         let ran_a_batch = ran.is_some();
+        if !ran_a_batch {
+            observer.idle();
+        }
         if let Some((mut metrics, record)) = ran {
             summary.batches += 1;
             summary.input_rows += metrics.input_rows;
@@ -119,8 +129,8 @@ pub fn run_observed(pipeline: &Pipeline, options: &RunOptions, observer: &mut dy
             if counts_files {
                 metrics.files_left = query.files_left()?;
             }
+            metrics.trigger_overrun = pacer.batch_ran(&metrics);
             observer.batch(&metrics, &record)?;
-            pacer.batch_ran(&metrics);
         }
         if pacer.done_after(ran_a_batch, &query)? {
             break;

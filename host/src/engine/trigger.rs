@@ -72,8 +72,8 @@ impl Pacer {
     }
 
     /// Notes a batch that ran; one longer than the interval is reported and the next
-    /// batch starts at once.
-    pub fn batch_ran(&mut self, metrics: &BatchMetrics) {
+    /// batch starts at once. Returns whether it overran.
+    pub fn batch_ran(&mut self, metrics: &BatchMetrics) -> bool {
         if let TriggerSpec::ProcessingTime(interval) = self.trigger
             && Duration::from_millis(metrics.total_ms) > interval
         {
@@ -84,7 +84,9 @@ impl Pacer {
                 interval.as_millis()
             ));
             self.next_start = now_micros();
+            return true;
         }
+        false
     }
 
     /// After an attempt (`ran`: whether it ran a batch): whether the run is done. An

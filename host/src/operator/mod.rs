@@ -4,9 +4,11 @@
 mod grouping;
 mod shards;
 mod stage;
+mod top_keys;
 mod wasm_operator;
 
 pub use grouping::{Grouped, KeyRows, group_by_key};
 pub use shards::{ShardedOperator, key_group_ranges};
-pub use stage::{BatchTime, Stage, StageOutput, StageStats};
-pub use wasm_operator::{OperatorOptions, OperatorOutput, WasmOperator};
+pub use stage::{BatchTime, HandlerStats, Stage, StageOutput, StageStats};
+pub use top_keys::{TOP_KEYS, TopKeysCollector};
+pub use wasm_operator::{CallStats, OperatorOptions, OperatorOutput, WasmOperator};

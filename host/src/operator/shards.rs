@@ -11,6 +11,7 @@ use arrow::datatypes::SchemaRef;
 
 use super::grouping::{KeyRows, group_by_key};
 use super::stage::{BatchTime, Stage, StageOutput, StageStats};
+use super::top_keys::TopKeysCollector;
 use super::wasm_operator::{OperatorOptions, WasmOperator};
 use crate::contract::TimeMode;
 use crate::state::{Cf, StateStore, StateTxn, Timers, VariableDecl};
@@ -127,8 +128,16 @@ impl ShardedOperator {
         });
         let stats = StageStats { name: STAGE_NAME.to_string(), ..StageStats::default() };
         let mut output = StageOutput { txns: Vec::new(), rows: Vec::new(), stats };
+        let mut top_keys = TopKeysCollector::default();
         for result in results {
             let shard_output = result?;
+            let calls = shard_output.calls;
+            let handlers = &mut output.stats.handlers;
+            handlers.entry("handle-input-rows".into()).or_default().add(calls.input_rows);
+            handlers.entry("handle-expired-timer".into()).or_default().add(calls.expired_timers);
+            output.stats.timers_registered += calls.timers_registered;
+            output.stats.guest_memory_peak_bytes = output.stats.guest_memory_peak_bytes.max(calls.memory_peak_bytes);
+            top_keys.merge(calls.top_keys);
             let (written, deleted) = shard_output.txn.change_counts(Cf::State);
             output.stats.state_rows_updated += written;
             output.stats.state_rows_removed += deleted;
@@ -138,6 +147,7 @@ impl ShardedOperator {
             output.txns.push(shard_output.txn);
             output.rows.extend(shard_output.rows);
         }
+        output.stats.top_keys = top_keys.finish();
         Ok(output)
     }
 }

@@ -4,10 +4,13 @@
 //! engine commits together with the rest of the batch — so the batch protocol does
 //! not change however many stages a query has.
 
+use std::collections::BTreeMap;
+
 use anyhow::Result;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 
+use crate::checkpoint::TopKeys;
 use crate::state::{StateStore, StateTxn};
 
 /// The clocks of one batch.
@@ -40,6 +43,31 @@ pub struct StageStats {
     pub rows_dropped_by_watermark: u64,
     /// Milliseconds the stage ran.
     pub run_ms: u64,
+    /// Timers registered.
+    pub timers_registered: u64,
+    /// Processor calls and their time, per handler (`handle-input-rows`, …).
+    pub handlers: BTreeMap<String, HandlerStats>,
+    /// The largest linear memory any of its guest instances has had, in bytes.
+    pub guest_memory_peak_bytes: u64,
+    /// The batch's hottest keys.
+    pub top_keys: TopKeys,
+}
+
+/// Calls of one processor handler in a batch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HandlerStats {
+    /// How many calls.
+    pub calls: u64,
+    /// Their total time, in microseconds.
+    pub micros: u64,
+}
+
+impl HandlerStats {
+    /// Adds another's calls.
+    pub fn add(&mut self, other: HandlerStats) {
+        self.calls += other.calls;
+        self.micros += other.micros;
+    }
 }
 
 /// What a stage produced in one batch.

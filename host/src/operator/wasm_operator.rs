@@ -3,13 +3,15 @@
 
 use std::ops::Range;
 use std::sync::Arc;
+use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
 use arrow::array::RecordBatch;
 use arrow::datatypes::{Field as ArrowField, Schema, SchemaRef};
 
 use super::grouping::{KeyRows, group_by_key};
-use super::stage::BatchTime;
+use super::stage::{BatchTime, HandlerStats};
+use super::top_keys::TopKeysCollector;
 use crate::contract::rows::{OutputRows, arrow_type, contract_type, gather, key_label};
 use crate::contract::{
     ExpiredTimer, Field, InitContext, OutputMode, ProcessorSpec, RowBatch, Scalar, TimeMode, TimerValues,
@@ -56,6 +58,23 @@ pub struct OperatorOutput {
     pub timers_fired: usize,
     /// How many expired state entries were evicted.
     pub entries_evicted: u64,
+    /// Calls and hot keys measured during the batch.
+    pub calls: CallStats,
+}
+
+/// What the processor's calls of one batch cost, and the batch's hottest keys.
+#[derive(Default)]
+pub struct CallStats {
+    /// `handle-input-rows` calls.
+    pub input_rows: HandlerStats,
+    /// `handle-expired-timer` calls.
+    pub expired_timers: HandlerStats,
+    /// Timers the processor registered.
+    pub timers_registered: u64,
+    /// The instance's largest linear memory so far, in bytes.
+    pub memory_peak_bytes: u64,
+    /// The keys with the most rows and the slowest calls.
+    pub top_keys: TopKeysCollector,
 }
 
 /// A user's processor running over keyed rows.
@@ -66,6 +85,8 @@ pub struct WasmOperator {
     key_indices: Vec<usize>,
     spec: ProcessorSpec,
     output_schema: SchemaRef,
+    /// This batch's call measurements.
+    calls: CallStats,
 }
 
 impl WasmOperator {
@@ -99,7 +120,15 @@ impl WasmOperator {
         let spec = instance.init(&context)?;
         let output_schema =
             validate_spec(&spec).map_err(|problem| anyhow!("module '{}' declared {problem}", module.name))?;
-        Ok(Self { instance, module_name: module.name.clone(), options, key_indices, spec, output_schema })
+        Ok(Self {
+            instance,
+            module_name: module.name.clone(),
+            options,
+            key_indices,
+            spec,
+            output_schema,
+            calls: CallStats::default(),
+        })
     }
 
     /// The schema of the rows the processor returns.
@@ -144,6 +173,8 @@ impl WasmOperator {
         time: BatchTime,
     ) -> Result<OperatorOutput> {
         self.instance.start_batch(txn, time.processing_time, time.batch_id);
+        self.calls = CallStats::default();
+        self.instance.take_timers_registered();
         let mut outputs = OutputRows::new(self.output_schema.clone());
         let result = self.run_keys(input, groups, time, &mut outputs).and_then(|()| {
             let timers_fired = self.fire_timers(time, &mut outputs)?;
@@ -157,7 +188,10 @@ impl WasmOperator {
         });
         let txn = self.instance.finish_batch().context("the batch's state transaction went missing")?;
         let (rows, timers_fired, entries_evicted) = result?;
-        Ok(OperatorOutput { txn, rows, keys_with_input: groups.len(), timers_fired, entries_evicted })
+        let mut calls = std::mem::take(&mut self.calls);
+        calls.timers_registered = self.instance.take_timers_registered();
+        calls.memory_peak_bytes = self.instance.memory_peak_bytes();
+        Ok(OperatorOutput { txn, rows, keys_with_input: groups.len(), timers_fired, entries_evicted, calls })
     }
 
     /// Calls `close` on the processor.
@@ -233,7 +267,11 @@ impl WasmOperator {
             for key in chunk {
                 let key_values = self.enter_key(self.scope(key.key_group, key.key.to_vec(), time))?;
                 let batch = gather(input, key.rows);
+                let started = Instant::now();
                 let returned = self.instance.handle_input_rows(&key_values, &batch, Self::timer_values(time))?;
+                let micros = started.elapsed().as_micros() as u64;
+                self.calls.input_rows.add(HandlerStats { calls: 1, micros });
+                self.calls.top_keys.note(key.rows.len() as u64, micros, || key_label(&key_values));
                 self.collect(returned, "handle-input-rows", &key_values, outputs)?;
             }
         }
@@ -264,7 +302,10 @@ impl WasmOperator {
             scope.timer_delete(txn, timer.expiry);
             let key_values = self.enter_key(scope)?;
             let expired = ExpiredTimer { expiry_time: timer.expiry };
+            let started = Instant::now();
             let returned = self.instance.handle_expired_timer(&key_values, Self::timer_values(time), expired)?;
+            let micros = started.elapsed().as_micros() as u64;
+            self.calls.expired_timers.add(HandlerStats { calls: 1, micros });
             self.collect(returned, "handle-expired-timer", &key_values, outputs)?;
             fired += 1;
         }

@@ -31,6 +31,8 @@ pub struct Pipeline {
     pub min_batches_to_retain: u64,
     /// A state snapshot is taken every this many batches.
     pub snapshot_interval: u64,
+    /// Where the Prometheus endpoint and dashboard listen (`[monitoring] metrics`).
+    pub metrics_address: Option<String>,
 }
 
 /// One input.

@@ -26,6 +26,13 @@ struct RawPipeline {
     operator: RawOperator,
     sink: Option<RawSink>,
     trigger: Option<Spanned<RawTrigger>>,
+    monitoring: Option<RawMonitoring>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawMonitoring {
+    metrics: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -192,6 +199,17 @@ impl Pipeline {
         };
         let operator = operator_spec(&at, base, &raw.operator, &sources[0])?;
         let sink = sink_spec(&at, base, raw.sink.as_ref())?;
+        let metrics_address = match raw.monitoring.as_ref().and_then(|m| m.metrics.as_ref()) {
+            Some(address) if address.get_ref().parse::<std::net::SocketAddr>().is_err() => {
+                return Err(at.at(
+                    address,
+                    "monitoring.metrics",
+                    "expected an address and port, like \"127.0.0.1:9464\"",
+                ));
+            }
+            Some(address) => Some(address.get_ref().clone()),
+            None => None,
+        };
         let trigger = trigger_spec(&at, raw.trigger.as_ref())?;
         let name = raw.name.clone().unwrap_or_else(|| {
             let dir = base.canonicalize().ok();
@@ -208,6 +226,7 @@ impl Pipeline {
             trigger,
             min_batches_to_retain,
             snapshot_interval,
+            metrics_address,
         })
     }
 }

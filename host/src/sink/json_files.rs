@@ -41,6 +41,10 @@ impl Sink for JsonFileSink {
     fn description(&self) -> String {
         self.parts.description()
     }
+
+    fn bytes_written(&self) -> u64 {
+        self.parts.bytes_written()
+    }
 }
 
 #[cfg(test)]

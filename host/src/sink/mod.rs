@@ -32,6 +32,11 @@ pub trait Sink {
 
     /// How progress names this sink, e.g. `FileSink[/out]` or `ConsoleSink`.
     fn description(&self) -> String;
+
+    /// The bytes this sink has written since it was opened (0 when it does not count).
+    fn bytes_written(&self) -> u64 {
+        0
+    }
 }
 
 /// Opens the sink a spec describes, for the query `owner`.

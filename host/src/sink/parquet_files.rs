@@ -39,6 +39,10 @@ impl Sink for ParquetFileSink {
     fn description(&self) -> String {
         self.parts.description()
     }
+
+    fn bytes_written(&self) -> u64 {
+        self.parts.bytes_written()
+    }
 }
 
 /// One Parquet file holding `rows`, whose columns must match `schema`.

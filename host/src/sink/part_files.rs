@@ -36,6 +36,7 @@ pub struct SinkOwner {
 pub struct PartFiles {
     dir: PathBuf,
     extension: &'static str,
+    bytes_written: u64,
 }
 
 impl PartFiles {
@@ -45,7 +46,7 @@ impl PartFiles {
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create sink directory {}", dir.display()))?;
         claim(&dir, owner)?;
         crate::util::fs::remove_leftovers(&dir)?;
-        Ok(Self { dir, extension })
+        Ok(Self { dir, extension, bytes_written: 0 })
     }
 
     /// The output directory.
@@ -60,11 +61,17 @@ impl PartFiles {
 
     /// Publishes `bytes` as batch `batch_id`'s part file: written to a temporary file
     /// in the same directory, synced, then renamed over any earlier version.
-    pub fn publish(&self, batch_id: u64, bytes: &[u8]) -> Result<PathBuf> {
+    pub fn publish(&mut self, batch_id: u64, bytes: &[u8]) -> Result<PathBuf> {
         let path = self.path_of(batch_id);
         crate::util::fs::write_atomic(&path, bytes)
             .with_context(|| format!("cannot publish batch {batch_id} to {}", path.display()))?;
+        self.bytes_written += bytes.len() as u64;
         Ok(path)
+    }
+
+    /// The bytes of every part file published so far.
+    pub fn bytes_written(&self) -> u64 {
+        self.bytes_written
     }
 
     /// How progress names this sink: `FileSink[<dir>]`, like Spark.
@@ -144,7 +151,7 @@ mod tests {
     fn a_directory_belongs_to_the_query_that_first_wrote_it() -> Result<()> {
         let dir = tempfile::tempdir()?;
         let out = dir.path().join("out");
-        let parts = PartFiles::create(out.clone(), "jsonl", &owner("q1", true))?;
+        let mut parts = PartFiles::create(out.clone(), "jsonl", &owner("q1", true))?;
         parts.publish(0, b"{}\n")?;
         // The same query, restarted: fine.
         PartFiles::create(out.clone(), "jsonl", &owner("q1", false))?;

@@ -129,9 +129,11 @@ impl FileSource {
         let tolerate_bad = self.on_bad_record != BadRecordPolicy::Fail;
         let mut dead_letters = DeadLetters::new(&self.name);
         let mut batches = Vec::with_capacity(files.len());
+        let mut bytes_read = 0;
         for file in &files {
             let bytes = std::fs::read(&file.path)
                 .with_context(|| format!("source '{}': cannot read input file {}", self.name, file.path.display()))?;
+            bytes_read += bytes.len() as u64;
             let decoded = decode_file(&self.format, &bytes, &self.schema, &file.path, tolerate_bad)?;
             dead_letters.add(&file.path, &decoded.bad_records)?;
             batches.push(decoded.rows);
@@ -150,6 +152,7 @@ impl FileSource {
         commit.push((self.count_key(), serde_json::to_vec(&Count { committed: after })?));
         Ok(SourceBatch {
             rows,
+            bytes: bytes_read,
             bad_records: dead_letters.count(),
             start_offset: json!({ "filesCommitted": before }),
             end_offset: json!({ "filesCommitted": after, "logOffset": batch_id }),

@@ -28,6 +28,8 @@ pub use rate::rate_schema;
 pub struct SourceBatch {
     /// The rows, in the source's schema.
     pub rows: RecordBatch,
+    /// The bytes read for them (0 when the source reads none, like the rate source).
+    pub bytes: u64,
     /// Records skipped or dead-lettered.
     pub bad_records: u64,
     /// A Spark-like description of where the batch starts, for progress.

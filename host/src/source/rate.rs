@@ -133,6 +133,7 @@ impl RateSource {
         let progress = Progress { start_us, next_value: end };
         Ok(SourceBatch {
             rows,
+            bytes: 0,
             bad_records: 0,
             start_offset: json!({ "value": next }),
             end_offset: json!({ "value": end, "startUs": start_us }),

@@ -179,6 +179,12 @@ impl StateStore {
         self.int_property(Cf::State, "rocksdb.estimate-num-keys")
     }
 
+    /// Estimated bytes of live state (state entries on disk and in memtables).
+    pub fn estimated_state_bytes(&self) -> u64 {
+        self.int_property(Cf::State, "rocksdb.estimate-live-data-size")
+            + self.int_property(Cf::State, "rocksdb.size-all-mem-tables")
+    }
+
     /// Memory held by RocksDB memtables and readers, in bytes (all column families).
     pub fn memory_used_bytes(&self) -> u64 {
         CF_NAMES

@@ -142,6 +142,16 @@ impl ProcessorInstance {
         scope.txn.take()
     }
 
+    /// Timers the guest registered since the last call (then counted from 0 again).
+    pub fn take_timers_registered(&mut self) -> u64 {
+        std::mem::take(&mut self.store.data_mut().scope.timers_registered)
+    }
+
+    /// The largest linear memory the guest has had, in bytes.
+    pub fn memory_peak_bytes(&self) -> u64 {
+        self.store.data().memory.peak_bytes as u64
+    }
+
     /// The batch's state transaction.
     pub fn txn_mut(&mut self) -> Option<&mut StateTxn> {
         self.store.data_mut().scope.txn.as_mut()

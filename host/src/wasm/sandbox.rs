@@ -170,12 +170,14 @@ pub struct MemoryCap {
     cap_bytes: usize,
     /// The size the guest asked for when the cap refused it.
     pub refused_at: Option<usize>,
+    /// The largest size a memory has grown to.
+    pub peak_bytes: usize,
 }
 
 impl MemoryCap {
     /// A cap of `cap_bytes` per linear memory.
     pub fn new(cap_bytes: usize) -> Self {
-        Self { cap_bytes, refused_at: None }
+        Self { cap_bytes, refused_at: None, peak_bytes: 0 }
     }
 
     /// The cap in bytes.
@@ -190,6 +192,7 @@ impl ResourceLimiter for MemoryCap {
             self.refused_at = Some(desired);
             return Ok(false);
         }
+        self.peak_bytes = self.peak_bytes.max(desired);
         Ok(true)
     }
 

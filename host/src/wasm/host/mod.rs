@@ -45,6 +45,8 @@ pub struct CallScope {
     pub key: Option<KeyScope>,
     /// The key's values, for logs and errors.
     pub key_values: Vec<crate::contract::Scalar>,
+    /// Timers registered in the current batch.
+    pub timers_registered: u64,
 }
 
 /// Everything a guest's store holds.

@@ -24,6 +24,7 @@ impl timers::Host for HostState {
     fn register_timer(&mut self, expiry_time: i64) -> wasmtime::Result<()> {
         let (key, txn) = self.timer_scope("register-timer")?;
         key.timer_register(txn, expiry_time);
+        self.scope.timers_registered += 1;
         Ok(())
     }
     fn delete_timer(&mut self, expiry_time: i64) -> wasmtime::Result<()> {

@@ -1,0 +1,193 @@
+//! The monitoring endpoint, on one address: `/metrics` (Prometheus, OpenMetrics text),
+//! `/healthz` (the process is up), `/readyz` (the query keeps up), `/` (the dashboard)
+//! and `/api/progress?last=N` (the last progress records, which the dashboard draws).
+//! `eddy run --metrics` serves a running query; `eddy ui` serves a checkpoint's
+//! progress records, for a query that runs elsewhere or has stopped.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow};
+use tiny_http::{Header, Request, Response, Server};
+
+use super::metrics::QueryMetrics;
+use crate::checkpoint::{CheckpointDir, QueryProgress};
+use crate::engine::BatchMetrics;
+
+/// How many progress records a live endpoint keeps for the dashboard.
+const KEPT_RECORDS: usize = 300;
+/// How many records `/api/progress` returns unless `last` says otherwise.
+const DEFAULT_LAST: usize = 60;
+/// How recent the last batch must be for `/readyz` when the trigger has no interval.
+const READY_WITHIN: Duration = Duration::from_secs(10);
+
+/// The dashboard page, served from the binary (no CDN: it works offline).
+const DASHBOARD: &str = include_str!("dashboard.html");
+
+/// Whether the query keeps up, for `/readyz`.
+#[derive(Default)]
+struct Health {
+    last_batch_end: Option<Instant>,
+    last_overrun: bool,
+    caught_up: bool,
+}
+
+/// What the endpoint serves.
+struct Shared {
+    metrics: Option<QueryMetrics>,
+    records: Mutex<VecDeque<QueryProgress>>,
+    checkpoint: Option<CheckpointDir>,
+    health: Mutex<Health>,
+    interval: Option<Duration>,
+}
+
+/// A running query's monitoring endpoint; the run feeds it every batch.
+pub struct Monitor {
+    shared: Arc<Shared>,
+    /// The address it listens on (with the port the system chose for port 0).
+    pub address: String,
+}
+
+impl Monitor {
+    /// Serves the metrics of the query named `query` on `address` (e.g.
+    /// `127.0.0.1:9464`); `interval` is the processing-time trigger's, if any.
+    pub fn start(address: &str, query: &str, interval: Option<Duration>) -> Result<Self> {
+        let shared = Shared {
+            metrics: Some(QueryMetrics::new(query)),
+            records: Mutex::default(),
+            checkpoint: None,
+            health: Mutex::default(),
+            interval,
+        };
+        let (shared, address) = serve(address, shared)?;
+        Ok(Self { shared, address })
+    }
+
+    /// Takes in a committed batch.
+    pub fn batch(&self, metrics: &BatchMetrics, record: &QueryProgress) {
+        if let Some(query_metrics) = &self.shared.metrics {
+            query_metrics.observe(metrics, record.input_rows_per_second, record.processed_rows_per_second);
+        }
+        let mut records = self.shared.records.lock().unwrap_or_else(PoisonError::into_inner);
+        records.push_back(record.clone());
+        while records.len() > KEPT_RECORDS {
+            records.pop_front();
+        }
+        let mut health = self.shared.health.lock().unwrap_or_else(PoisonError::into_inner);
+        *health =
+            Health { last_batch_end: Some(Instant::now()), last_overrun: metrics.trigger_overrun, caught_up: false };
+    }
+
+    /// Notes that the query looked for work and found none: it has caught up.
+    pub fn idle(&self) {
+        self.shared.health.lock().unwrap_or_else(PoisonError::into_inner).caught_up = true;
+    }
+}
+
+/// Serves the dashboard of the progress records in `checkpoint` on `address` until
+/// the process ends; `on_ready` gets the address it listens on.
+pub fn serve_checkpoint(address: &str, checkpoint: CheckpointDir, on_ready: impl FnOnce(&str)) -> Result<()> {
+    let shared = Shared {
+        metrics: None,
+        records: Mutex::default(),
+        checkpoint: Some(checkpoint),
+        health: Mutex::default(),
+        interval: None,
+    };
+    let (_shared, address) = serve(address, shared)?;
+    on_ready(&address);
+    loop {
+        std::thread::park();
+    }
+}
+
+/// Starts the HTTP server on its own thread.
+fn serve(address: &str, shared: Shared) -> Result<(Arc<Shared>, String)> {
+    let server = Server::http(address)
+        .map_err(|error| anyhow!("cannot listen on {address}: {error}; choose another --metrics address or port"))?;
+    let bound = server.server_addr().to_ip().map_or_else(|| address.to_string(), |addr| addr.to_string());
+    let shared = Arc::new(shared);
+    let serving = shared.clone();
+    std::thread::Builder::new()
+        .name("eddy-monitor".into())
+        .spawn(move || {
+            for request in server.incoming_requests() {
+                let response = respond(&serving, &request);
+                // A client that went away is not the query's problem.
+                let _ = request.respond(response);
+            }
+        })
+        .context("cannot start the monitoring thread")?;
+    Ok((shared, bound))
+}
+
+fn respond(shared: &Shared, request: &Request) -> Response<std::io::Cursor<Vec<u8>>> {
+    let url = request.url();
+    let (path, query) = url.split_once('?').unwrap_or((url, ""));
+    match path {
+        "/" | "/index.html" => text(200, DASHBOARD, "text/html; charset=utf-8"),
+        "/healthz" => text(200, "ok\n", "text/plain; charset=utf-8"),
+        "/readyz" => match readiness(shared) {
+            Ok(()) => text(200, "ready\n", "text/plain; charset=utf-8"),
+            Err(why) => text(503, &format!("not ready: {why}\n"), "text/plain; charset=utf-8"),
+        },
+        "/metrics" => match &shared.metrics {
+            Some(metrics) => text(200, &metrics.encode(), "application/openmetrics-text; version=1.0.0; charset=utf-8"),
+            None => text(404, "no metrics: `eddy ui` serves progress records only\n", "text/plain; charset=utf-8"),
+        },
+        "/api/progress" => match progress_json(shared, last_of(query)) {
+            Ok(json) => text(200, &json, "application/json"),
+            Err(error) => text(500, &format!("{error:#}\n"), "text/plain; charset=utf-8"),
+        },
+        _ => text(404, "not found\n", "text/plain; charset=utf-8"),
+    }
+}
+
+/// The `last=N` parameter of a query string.
+fn last_of(query: &str) -> usize {
+    query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("last="))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(DEFAULT_LAST)
+        .clamp(1, 1_000)
+}
+
+/// The last `last` progress records as a JSON array.
+fn progress_json(shared: &Shared, last: usize) -> Result<String> {
+    let records: Vec<QueryProgress> = match &shared.checkpoint {
+        Some(checkpoint) => checkpoint.progress().last(last)?,
+        None => {
+            let records = shared.records.lock().unwrap_or_else(PoisonError::into_inner);
+            records.iter().skip(records.len().saturating_sub(last)).cloned().collect()
+        }
+    };
+    Ok(serde_json::to_string(&records)?)
+}
+
+/// Whether the query keeps up: it has caught up with its input since its last batch,
+/// or its last batch ended recently and did not overrun the trigger interval.
+fn readiness(shared: &Shared) -> Result<(), String> {
+    let health = shared.health.lock().unwrap_or_else(PoisonError::into_inner);
+    if health.last_overrun {
+        return Err("the last batch took longer than the trigger interval".into());
+    }
+    if health.caught_up {
+        return Ok(());
+    }
+    let within = shared.interval.map_or(READY_WITHIN, |interval| (interval * 2).max(READY_WITHIN));
+    match health.last_batch_end {
+        Some(end) if end.elapsed() <= within => Ok(()),
+        Some(end) => Err(format!("no batch for {} s and input is still pending", end.elapsed().as_secs())),
+        None => Err("no batch has run yet".into()),
+    }
+}
+
+fn text(status: u16, body: &str, content_type: &str) -> Response<std::io::Cursor<Vec<u8>>> {
+    let mut response = Response::from_data(body.as_bytes().to_vec()).with_status_code(status);
+    if let Ok(header) = Header::from_bytes("Content-Type", content_type) {
+        response = response.with_header(header);
+    }
+    response
+}

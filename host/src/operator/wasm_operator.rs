@@ -291,7 +291,10 @@ impl WasmOperator {
                 Limit::OutputRowsPerBatch => {
                     format!("{returned} output rows {place} that bring this batch to {batch_rows} rows")
                 }
-                _ => format!("{returned} output rows {place} that bring this batch to {}", show_bytes(batch_bytes)),
+                _ => format!(
+                    "{returned} output rows {place} that bring this batch to {} of output",
+                    show_bytes(batch_bytes)
+                ),
             };
             bail!(limit.exceeded(limits, what));
         }

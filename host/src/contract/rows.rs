@@ -138,6 +138,25 @@ fn gather_var_len<'a>(values: impl ExactSizeIterator<Item = &'a [u8]> + Clone) -
     VarLen { data, offsets }
 }
 
+/// The bytes `rows` holds: 1 per boolean, 8 per number or timestamp, the text or
+/// bytes of a variable-length value plus 4 for its offset, and the validity bitmaps.
+pub fn row_batch_bytes(rows: &RowBatch) -> u64 {
+    rows.columns
+        .iter()
+        .map(|column| {
+            let values = match &column.values {
+                ColumnValues::Boolean(v) => v.len(),
+                ColumnValues::Int64(v) | ColumnValues::Timestamp(v) => v.len() * 8,
+                ColumnValues::Float64(v) => v.len() * 8,
+                ColumnValues::Utf8(var_len) | ColumnValues::Binary(var_len) => {
+                    var_len.data.len() + var_len.offsets.len() * 4
+                }
+            };
+            (values + column.validity.as_ref().map_or(0, Vec::len)) as u64
+        })
+        .sum()
+}
+
 /// Collects the row batches a guest returns during a batch, checking each against the
 /// declared output schema as it arrives, and builds one Arrow batch at the end (rather
 /// than one tiny batch per call).
@@ -145,6 +164,7 @@ pub struct OutputRows {
     schema: SchemaRef,
     columns: Vec<Accumulated>,
     num_rows: usize,
+    num_bytes: u64,
 }
 
 struct Accumulated {
@@ -161,7 +181,17 @@ impl OutputRows {
             .iter()
             .map(|field| Accumulated { values: empty_values(field.data_type()), validity: None })
             .collect();
-        Self { schema, columns, num_rows: 0 }
+        Self { schema, columns, num_rows: 0, num_bytes: 0 }
+    }
+
+    /// How many rows are collected.
+    pub fn num_rows(&self) -> u64 {
+        self.num_rows as u64
+    }
+
+    /// How many bytes the collected rows took as returned ([`row_batch_bytes`]).
+    pub fn num_bytes(&self) -> u64 {
+        self.num_bytes
     }
 
     /// Appends a returned batch, or explains how it does not fit the schema.
@@ -179,6 +209,7 @@ impl OutputRows {
             ));
         }
         let num_rows = rows.num_rows as usize;
+        let num_bytes = row_batch_bytes(&rows);
         for (column, field) in rows.columns.iter().zip(fields) {
             check_column(column, num_rows, field.is_nullable())
                 .map_err(|problem| format!("output column '{}': {problem}", field.name()))?;
@@ -197,6 +228,7 @@ impl OutputRows {
             }
         }
         self.num_rows += num_rows;
+        self.num_bytes += num_bytes;
         Ok(())
     }
 

@@ -1,5 +1,6 @@
 //! The WebAssembly processor operator: groups a batch's rows by key, calls the
-//! processor once per key, fires due timers, and collects the rows it returns.
+//! processor once per key, fires due timers, and collects the rows it returns (held
+//! to the output limits per call and per batch of `operator.max-output-*`).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -12,11 +13,11 @@ use arrow::datatypes::{Field as ArrowField, Schema, SchemaRef};
 use super::grouping::{KeyRows, group_by_key};
 use super::stage::{BatchTime, HandlerStats};
 use super::top_keys::TopKeysCollector;
-use crate::contract::rows::{OutputRows, arrow_type, contract_type, gather, key_label};
+use crate::contract::rows::{OutputRows, arrow_type, contract_type, gather, key_label, row_batch_bytes};
 use crate::contract::{
     ExpiredTimer, Field, InitContext, OutputMode, ProcessorSpec, RowBatch, Scalar, TimeMode, TimerValues,
 };
-use crate::pipeline::InstanceLimits;
+use crate::pipeline::{InstanceLimits, Limit, show_bytes};
 use crate::state::{KeyScope, StateKind, StateTxn, Timers, VariableDecl, evict_expired, key};
 use crate::wasm::{Module, ProcessorInstance};
 
@@ -313,6 +314,31 @@ impl WasmOperator {
     }
 
     fn collect(&self, returned: RowBatch, function: &str, key: &[Scalar], outputs: &mut OutputRows) -> Result<()> {
+        let limits = &self.options.limits;
+        let (rows, bytes) = (u64::from(returned.num_rows), row_batch_bytes(&returned));
+        let (batch_rows, batch_bytes) = (outputs.num_rows() + rows, outputs.num_bytes() + bytes);
+        let checks = [
+            (Limit::OutputRowsPerCall, rows),
+            (Limit::OutputBytesPerCall, bytes),
+            (Limit::OutputRowsPerBatch, batch_rows),
+            (Limit::OutputBytesPerBatch, batch_bytes),
+        ];
+        if let Some((limit, _)) = checks.into_iter().find(|(limit, used)| *used > limit.of(limits)) {
+            let returned = format!("module '{}' returned", self.module_name);
+            let place = format!("in {function} for key {}", key_label(key));
+            let what = match limit {
+                Limit::OutputRowsPerCall => format!("{returned} {rows} output rows {place}"),
+                Limit::OutputBytesPerCall => format!("{returned} {} of output rows {place}", show_bytes(bytes)),
+                Limit::OutputRowsPerBatch => {
+                    format!("{returned} output rows {place} that bring this batch to {batch_rows} rows")
+                }
+                _ => format!(
+                    "{returned} output rows {place} that bring this batch to {} of output",
+                    show_bytes(batch_bytes)
+                ),
+            };
+            bail!(limit.exceeded(limits, what));
+        }
         outputs.push(returned).map_err(|problem| {
             anyhow!(
                 "module '{}' returned rows that do not match its declared output schema in {function} for key {}: {problem}",

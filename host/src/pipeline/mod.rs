@@ -2,10 +2,12 @@
 //! watermark, the operator, the sink and the trigger, and its validation.
 
 mod duration;
+mod limits;
 mod model;
 mod schema;
 mod spec;
 
 pub use duration::parse_duration;
+pub use limits::{CHANGE_OVERHEAD_BYTES, InstanceLimits, Limit, parse_size, show_bytes};
 pub use model::*;
 pub use schema::{TYPE_NAMES, parse_schema};

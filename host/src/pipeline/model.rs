@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use arrow::datatypes::SchemaRef;
 
+use super::limits::InstanceLimits;
 use crate::contract::{OutputMode, TimeMode};
 
 /// A validated pipeline.
@@ -68,6 +69,9 @@ pub enum SourceKind {
         path: PathBuf,
         /// At most this many new files per batch (`None`: all new files).
         max_files_per_trigger: Option<usize>,
+        /// A batch takes files (in name order) up to this many bytes, and always at
+        /// least one (`None`: no byte limit).
+        max_bytes_per_trigger: Option<u64>,
     },
     /// Generated rows `timestamp, value`: `value` counts up from 0 and `timestamp`
     /// is `start + value / rows_per_second`.
@@ -76,6 +80,9 @@ pub enum SourceKind {
         rows_per_second: u64,
         /// The timestamp of row 0 (microseconds); `None`: the query's first batch time.
         start_us: Option<i64>,
+        /// At most this many rows per batch, however far behind the source is
+        /// (`None`: all rows due).
+        max_rows_per_trigger: Option<u64>,
     },
 }
 
@@ -123,6 +130,11 @@ pub enum BadRecordPolicy {
     DeadLetter(PathBuf),
 }
 
+/// The default of `max-bytes-per-trigger` for file sources.
+pub const DEFAULT_MAX_BYTES_PER_TRIGGER: u64 = 32 << 20;
+/// The default of `max-rows-per-trigger` for the rate source.
+pub const DEFAULT_MAX_ROWS_PER_TRIGGER: u64 = 1_000_000;
+
 /// A WebAssembly processor over keyed rows.
 #[derive(Clone, Debug)]
 pub struct OperatorSpec {
@@ -138,28 +150,12 @@ pub struct OperatorSpec {
     pub key_groups: u16,
     /// How many shards (each with its own instance) run the key groups in parallel.
     pub parallelism: usize,
-    /// Memory cap and call deadline.
+    /// Memory cap, call deadline and the limits on what a batch may buffer.
     pub limits: InstanceLimits,
     /// The `config` table as JSON text.
     pub config_json: String,
     /// State to start a new query from, handed to `handle-initial-state`.
     pub initial_state: Option<InitialStateSpec>,
-}
-
-/// What one processor instance may use: spec data (`operator.memory-limit-mb`,
-/// `operator.call-timeout-ms`) that the runtime enforces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct InstanceLimits {
-    /// The largest linear memory the guest may grow to, in bytes.
-    pub memory_cap_bytes: usize,
-    /// The longest one call into the guest may run.
-    pub call_timeout: Duration,
-}
-
-impl Default for InstanceLimits {
-    fn default() -> Self {
-        Self { memory_cap_bytes: 256 << 20, call_timeout: Duration::from_secs(30) }
-    }
 }
 
 /// JSON-lines rows that seed a new query's state, one group per key.

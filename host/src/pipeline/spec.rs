@@ -10,6 +10,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::duration::parse_duration;
+use super::limits::{InstanceLimits, Limit, RawSize};
 use super::model::*;
 use super::schema::parse_schema;
 use crate::contract::{OutputMode, TimeMode};
@@ -43,6 +44,8 @@ struct RawSource {
     path: Option<Spanned<String>>,
     schema: Option<Spanned<String>>,
     max_files_per_trigger: Option<Spanned<u64>>,
+    max_bytes_per_trigger: Option<Spanned<RawSize>>,
+    max_rows_per_trigger: Option<Spanned<RawSize>>,
     header: Option<bool>,
     delimiter: Option<Spanned<String>>,
     rows_per_second: Option<Spanned<u64>>,
@@ -70,6 +73,14 @@ struct RawOperator {
     parallelism: Option<Spanned<u64>>,
     memory_limit_mb: Option<Spanned<u64>>,
     call_timeout_ms: Option<Spanned<u64>>,
+    max_state_bytes_per_batch: Option<Spanned<RawSize>>,
+    max_timers_per_batch: Option<Spanned<RawSize>>,
+    max_state_value_bytes: Option<Spanned<RawSize>>,
+    max_output_rows_per_call: Option<Spanned<RawSize>>,
+    max_output_bytes_per_call: Option<Spanned<RawSize>>,
+    max_output_rows_per_batch: Option<Spanned<RawSize>>,
+    max_output_bytes_per_batch: Option<Spanned<RawSize>>,
+    max_log_bytes_per_call: Option<Spanned<RawSize>>,
     config: Option<toml::Table>,
     initial_state: Option<RawInitialState>,
 }
@@ -271,7 +282,21 @@ fn source_spec(at: &Locator, base: &Path, index: usize, raw: &RawSource) -> Resu
                 Some(n) => Some(*n.get_ref() as usize),
                 None => None,
             };
-            (SourceKind::Files { format: file_format, path: resolved, max_files_per_trigger }, schema)
+            if let Some(rows) = &raw.max_rows_per_trigger {
+                let problem = "only the rate source takes max-rows-per-trigger; bound a file source's batches with max-bytes-per-trigger or max-files-per-trigger";
+                return Err(at.at(rows, &key("max-rows-per-trigger"), problem));
+            }
+            let max_bytes_per_trigger = match &raw.max_bytes_per_trigger {
+                Some(size) => positive(at, size, &key("max-bytes-per-trigger"), true)?,
+                None => DEFAULT_MAX_BYTES_PER_TRIGGER,
+            };
+            let kind = SourceKind::Files {
+                format: file_format,
+                path: resolved,
+                max_files_per_trigger,
+                max_bytes_per_trigger: Some(max_bytes_per_trigger),
+            };
+            (kind, schema)
         }
         "rate" => {
             let rows_per_second = match &raw.rows_per_second {
@@ -293,7 +318,15 @@ fn source_spec(at: &Locator, base: &Path, index: usize, raw: &RawSource) -> Resu
             {
                 return Err(at.at(given, &key("schema"), "the rate source's schema is fixed: leave it out (it is \"timestamp TIMESTAMP NOT NULL, value BIGINT NOT NULL\")"));
             }
-            (SourceKind::Rate { rows_per_second, start_us }, schema)
+            if let Some(bytes) = &raw.max_bytes_per_trigger {
+                let problem = "only file sources take max-bytes-per-trigger; bound the rate source's batches with max-rows-per-trigger";
+                return Err(at.at(bytes, &key("max-bytes-per-trigger"), problem));
+            }
+            let max_rows_per_trigger = match &raw.max_rows_per_trigger {
+                Some(rows) => positive(at, rows, &key("max-rows-per-trigger"), false)?,
+                None => DEFAULT_MAX_ROWS_PER_TRIGGER,
+            };
+            (SourceKind::Rate { rows_per_second, start_us, max_rows_per_trigger: Some(max_rows_per_trigger) }, schema)
         }
         other => {
             return Err(at.at(
@@ -449,6 +482,21 @@ fn operator_spec(at: &Locator, base: &Path, op: &RawOperator, source: &SourceSpe
         }
         limits.call_timeout = Duration::from_millis(*ms.get_ref());
     }
+    let raw_limits = [
+        &op.max_state_bytes_per_batch,
+        &op.max_timers_per_batch,
+        &op.max_state_value_bytes,
+        &op.max_output_rows_per_call,
+        &op.max_output_bytes_per_call,
+        &op.max_output_rows_per_batch,
+        &op.max_output_bytes_per_batch,
+        &op.max_log_bytes_per_call,
+    ];
+    for (limit, raw) in Limit::ALL.into_iter().zip(raw_limits) {
+        if let Some(raw) = raw {
+            limit.set(&mut limits, positive(at, raw, &format!("operator.{}", limit.key()), limit.in_bytes())?);
+        }
+    }
     let config_json = serde_json::to_string(&op.config.clone().unwrap_or_default())?;
     let initial_state = match &op.initial_state {
         None => None,
@@ -484,6 +532,22 @@ fn operator_spec(at: &Locator, base: &Path, op: &RawOperator, source: &SourceSpe
         config_json,
         initial_state,
     })
+}
+
+/// A positive size in bytes (`in_bytes`: a number of bytes or text like "64 MiB") or
+/// a positive count.
+fn positive(at: &Locator, raw: &Spanned<RawSize>, key: &str, in_bytes: bool) -> Result<u64> {
+    let value = match raw.get_ref() {
+        RawSize::Text(_) if !in_bytes => Err("expected a positive number".to_string()),
+        size => size.bytes(),
+    }
+    .map_err(|problem| at.at(raw, key, problem))?;
+    if value == 0 {
+        let expected =
+            if in_bytes { "expected a positive size, e.g. \"64 MiB\"" } else { "expected a positive number" };
+        return Err(at.at(raw, key, expected));
+    }
+    Ok(value)
 }
 
 fn sink_spec(at: &Locator, base: &Path, raw: Option<&RawSink>) -> Result<SinkSpec> {

@@ -1,5 +1,7 @@
 //! The file source: JSON-lines or CSV files in a directory (or one file), new files
-//! discovered at every trigger and read in name order, each exactly once.
+//! discovered at every trigger and read in name order, each exactly once. A batch
+//! takes at most max-files-per-trigger files and, in name order, files up to
+//! max-bytes-per-trigger bytes (always at least one file).
 //!
 //! Progress, in the committed store (`Cf::Meta`):
 //! `source/<index>/file/<name>` → `{"batch": N}` for every consumed file, and
@@ -33,6 +35,7 @@ pub(super) struct FileSource {
     format: FileFormat,
     path: PathBuf,
     max_files_per_trigger: Option<usize>,
+    max_bytes_per_trigger: Option<u64>,
     on_bad_record: BadRecordPolicy,
     /// The names present when the source was bound to "available now".
     bound: Option<BTreeSet<String>>,
@@ -58,7 +61,7 @@ impl FileSource {
     /// The file source of `spec` (whose kind must be `Files`), number `index`, logging
     /// its batches in `checkpoint`.
     pub fn open(spec: &SourceSpec, index: usize, checkpoint: &CheckpointDir) -> Result<Self> {
-        let SourceKind::Files { format, path, max_files_per_trigger } = &spec.kind else {
+        let SourceKind::Files { format, path, max_files_per_trigger, max_bytes_per_trigger } = &spec.kind else {
             bail!("source '{}' is not a file source", spec.name);
         };
         if *max_files_per_trigger == Some(0) {
@@ -72,6 +75,7 @@ impl FileSource {
             format: format.clone(),
             path: path.clone(),
             max_files_per_trigger: *max_files_per_trigger,
+            max_bytes_per_trigger: *max_bytes_per_trigger,
             on_bad_record: spec.on_bad_record.clone(),
             bound: None,
             log: checkpoint.source_log(index),
@@ -108,18 +112,28 @@ impl FileSource {
         Ok(count.committed)
     }
 
-    /// The next batch's files: the first (at most max-files-per-trigger) not committed
-    /// yet and within the bound, in name order.
-    fn pending(&self, store: &StateStore) -> Result<Vec<InputFile>> {
+    /// The next batch's files with their sizes: those not committed yet and within the
+    /// bound, in name order, at most max-files-per-trigger of them and up to
+    /// max-bytes-per-trigger bytes (but at least one).
+    fn pending(&self, store: &StateStore) -> Result<Vec<(InputFile, u64)>> {
         let mut pending = Vec::new();
+        let mut bytes = 0u64;
         for file in list_files(&self.path, &self.format).with_context(|| format!("source '{}'", self.name))? {
             if self.max_files_per_trigger.is_some_and(|max| pending.len() >= max) {
                 break;
             }
             let in_bound = self.bound.as_ref().is_none_or(|bound| bound.contains(&file.name));
-            if in_bound && !self.is_committed(store, &file.name)? {
-                pending.push(file);
+            if !in_bound || self.is_committed(store, &file.name)? {
+                continue;
             }
+            let size = std::fs::metadata(&file.path)
+                .with_context(|| format!("source '{}': cannot read input file {}", self.name, file.path.display()))?
+                .len();
+            if !pending.is_empty() && self.max_bytes_per_trigger.is_some_and(|max| bytes + size > max) {
+                break;
+            }
+            bytes += size;
+            pending.push((file, size));
         }
         Ok(pending)
     }
@@ -182,22 +196,17 @@ impl Source for FileSource {
 
     fn lift_batch_limits(&mut self) {
         self.max_files_per_trigger = None;
+        self.max_bytes_per_trigger = None;
     }
 
     fn next_batch(&mut self, store: &StateStore, batch_id: u64, _now_us: i64) -> Result<Option<SourceBatch>> {
-        let files = self.pending(store)?;
-        if files.is_empty() {
+        let pending = self.pending(store)?;
+        if pending.is_empty() {
             return Ok(None);
         }
-        let mut logged = Vec::with_capacity(files.len());
-        for file in &files {
-            let size = std::fs::metadata(&file.path)
-                .with_context(|| format!("source '{}': cannot read input file {}", self.name, file.path.display()))?
-                .len();
-            logged.push(LoggedFile { name: file.name.clone(), size });
-        }
+        let logged = pending.iter().map(|(file, size)| LoggedFile { name: file.name.clone(), size: *size }).collect();
         self.log.write(batch_id, logged)?;
-        self.read_batch(store, batch_id, files).map(Some)
+        self.read_batch(store, batch_id, pending.into_iter().map(|(file, _)| file).collect()).map(Some)
     }
 
     fn replan_batch(

@@ -58,8 +58,9 @@ pub trait Source: Send {
     /// calls never read past it.
     fn bound_to_available_now(&mut self, store: &StateStore, now_us: i64) -> Result<()>;
 
-    /// Drops per-batch limits such as max-files-per-trigger (the once trigger reads all
-    /// that is available in one batch, like Spark's).
+    /// Drops per-batch limits — max-files-per-trigger, max-bytes-per-trigger,
+    /// max-rows-per-trigger (the once trigger reads all that is available in one
+    /// batch, like Spark's).
     fn lift_batch_limits(&mut self) {}
 
     /// The rows of the next batch given what the store has committed, or `None` when

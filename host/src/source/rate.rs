@@ -4,7 +4,8 @@
 //! `value` counts from 0 and `timestamp = start + value * 1_000_000 / rows_per_second`
 //! (integer microseconds), so the rows are a function of the start alone. At
 //! processing time `now`, the values below `(now - start) * rows_per_second / 1e6`
-//! exist; each batch takes those not committed yet.
+//! exist; each batch takes those not committed yet — at most max-rows-per-trigger
+//! of them, so a source far behind (after downtime) catches up in bounded batches.
 //!
 //! Progress, in the committed store (`Cf::Meta`):
 //! `source/<index>/rate` → `{"startUs": start, "nextValue": first value not yet committed}`.
@@ -36,6 +37,8 @@ pub(super) struct RateSource {
     schema: SchemaRef,
     index: usize,
     rows_per_second: u64,
+    /// The most rows one batch takes (`None`: all that are due).
+    max_rows_per_trigger: Option<u64>,
     /// The start from the spec.
     spec_start_us: Option<i64>,
     /// Without a spec or committed start: the processing time this source was first
@@ -56,7 +59,7 @@ struct Progress {
 impl RateSource {
     /// The rate source of `spec` (whose kind must be `Rate`), number `index`.
     pub fn open(spec: &SourceSpec, index: usize) -> Result<Self> {
-        let SourceKind::Rate { rows_per_second, start_us } = &spec.kind else {
+        let SourceKind::Rate { rows_per_second, start_us, max_rows_per_trigger } = &spec.kind else {
             bail!("source '{}' is not a rate source", spec.name);
         };
         if *rows_per_second == 0 {
@@ -74,6 +77,7 @@ impl RateSource {
             schema: spec.schema.clone(),
             index,
             rows_per_second: *rows_per_second,
+            max_rows_per_trigger: *max_rows_per_trigger,
             spec_start_us: *start_us,
             first_call_us: None,
             bound: None,
@@ -162,6 +166,10 @@ impl Source for RateSource {
         Ok(())
     }
 
+    fn lift_batch_limits(&mut self) {
+        self.max_rows_per_trigger = None;
+    }
+
     fn next_batch(&mut self, store: &StateStore, _batch_id: u64, now_us: i64) -> Result<Option<SourceBatch>> {
         let committed = self.committed(store)?;
         let start = self.start(committed, now_us);
@@ -169,6 +177,9 @@ impl Source for RateSource {
         let mut end = self.available(start, now_us);
         if let Some(bound) = self.bound {
             end = end.min(bound);
+        }
+        if let Some(max) = self.max_rows_per_trigger {
+            end = end.min(next.saturating_add(i64::try_from(max).unwrap_or(i64::MAX)));
         }
         if end <= next {
             return Ok(None);
@@ -224,9 +235,13 @@ mod tests {
     use super::*;
 
     fn spec(rows_per_second: u64, start_us: Option<i64>) -> SourceSpec {
+        capped(rows_per_second, start_us, None)
+    }
+
+    fn capped(rows_per_second: u64, start_us: Option<i64>, max_rows_per_trigger: Option<u64>) -> SourceSpec {
         SourceSpec {
             name: "rate".into(),
-            kind: SourceKind::Rate { rows_per_second, start_us },
+            kind: SourceKind::Rate { rows_per_second, start_us, max_rows_per_trigger },
             schema: rate_schema(),
             watermark: None,
             on_bad_record: crate::pipeline::BadRecordPolicy::Fail,
@@ -300,5 +315,29 @@ mod tests {
         commit(&store, &batch, 0);
         assert!(source.caught_up(&store).expect("reads"));
         assert!(source.next_batch(&store, 1, 9_000_000).expect("plans").is_none());
+    }
+
+    #[test]
+    fn catching_up_takes_at_most_max_rows_per_trigger_per_batch() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = StateStore::open(dir.path()).expect("store");
+        // Ten seconds of downtime at 3 rows per second: 30 rows due, 8 per batch.
+        let mut source = RateSource::open(&capped(3, Some(0), Some(8)), 0).expect("opens");
+        let mut batches = Vec::new();
+        let mut batch_id = 0;
+        while let Some(batch) = source.next_batch(&store, batch_id, 10_000_000).expect("plans") {
+            batches.push(column(&batch, 1));
+            // A replay from the recorded end offset reads the same bounded batch.
+            let again = source.replan_batch(&store, batch_id, 99_000_000, &batch.end_offset).expect("replans");
+            assert_eq!(column(&again.expect("rows"), 1), column(&batch, 1));
+            commit(&store, &batch, batch_id);
+            batch_id += 1;
+        }
+        let expected: Vec<Vec<i64>> = vec![(0..8).collect(), (8..16).collect(), (16..24).collect(), (24..30).collect()];
+        assert_eq!(batches, expected);
+        // The once trigger lifts the cap: everything due in one batch.
+        let mut once = RateSource::open(&capped(3, Some(0), Some(8)), 0).expect("opens");
+        once.lift_batch_limits();
+        assert_eq!(column(&once.next_batch(&store, batch_id, 20_000_000).expect("plans").expect("rows"), 1).len(), 30);
     }
 }

@@ -34,7 +34,12 @@ impl Fixture {
 fn spec(path: &Path, format: FileFormat, max_files_per_trigger: Option<usize>, policy: BadRecordPolicy) -> SourceSpec {
     SourceSpec {
         name: "clicks".into(),
-        kind: SourceKind::Files { format, path: path.to_path_buf(), max_files_per_trigger },
+        kind: SourceKind::Files {
+            format,
+            path: path.to_path_buf(),
+            max_files_per_trigger,
+            max_bytes_per_trigger: None,
+        },
         schema: parse_schema("user STRING, amount BIGINT").expect("schema"),
         watermark: None,
         on_bad_record: policy,
@@ -124,6 +129,52 @@ fn takes_at_most_max_files_per_trigger() {
     let second = source.next_batch(&f.store, 1, 0).expect("plans").expect("a batch");
     assert_eq!(users(&second), ["c"]);
     assert_eq!(second.end_offset, json!({"filesCommitted": 3, "logOffset": 1}));
+}
+
+#[test]
+fn takes_files_up_to_max_bytes_per_trigger_and_at_least_one() {
+    let f = fixture();
+    // 13-byte files, and one of 44 bytes, bigger than the whole budget of 30.
+    for name in ["a", "b", "c", "e"] {
+        write(&f.input, &format!("{name}.json"), &format!("{{\"user\":\"{name}\"}}\n"));
+    }
+    write(&f.input, "d.json", "{\"user\":\"d\"}\n{\"user\":\"d\",\"amount\":12345678}\n");
+    let sizes: Vec<u64> = ["a", "b", "c", "d", "e"]
+        .iter()
+        .map(|n| f.input.join(format!("{n}.json")).metadata().expect("size").len())
+        .collect();
+    assert_eq!(sizes, [13, 13, 13, 44, 13]);
+    let mut bounded = spec(&f.input, FileFormat::Json, None, BadRecordPolicy::Fail);
+    if let SourceKind::Files { max_bytes_per_trigger, .. } = &mut bounded.kind {
+        *max_bytes_per_trigger = Some(30);
+    }
+    let mut source = open(&bounded, 0, &f.checkpoint()).expect("opens");
+    let mut batches = Vec::new();
+    let mut batch_id = 0;
+    while let Some(batch) = source.next_batch(&f.store, batch_id, 0).expect("plans") {
+        let logged: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(f.root.join(format!("sources/0/{batch_id}"))).expect("source log"))
+                .expect("json");
+        let names: Vec<&str> =
+            logged["files"].as_array().expect("files").iter().map(|f| f["name"].as_str().expect("name")).collect();
+        batches.push((names.join(","), users(&batch)));
+        commit(&f.store, &batch, batch_id);
+        batch_id += 1;
+    }
+    let expected =
+        [("a.json,b.json", vec!["a", "b"]), ("c.json", vec!["c"]), ("d.json", vec!["d", "d"]), ("e.json", vec!["e"])];
+    let expected: Vec<(String, Vec<String>)> = expected
+        .iter()
+        .map(|(names, users)| (names.to_string(), users.iter().map(|u| u.to_string()).collect()))
+        .collect();
+    assert_eq!(batches, expected);
+    // The once trigger lifts the limit: all new files in one batch.
+    let mut once = open(&bounded, 1, &f.checkpoint()).expect("opens");
+    once.lift_batch_limits();
+    assert_eq!(
+        users(&once.next_batch(&f.store, batch_id, 0).expect("plans").expect("a batch")),
+        ["a", "b", "c", "d", "d", "e"]
+    );
 }
 
 #[test]

@@ -4,6 +4,8 @@
 //! memory (and visible to later reads of the same batch), then [`StateStore::commit`]
 //! writes all of them, together with the committed batch id, in one atomic
 //! RocksDB `WriteBatch`. A batch that fails is simply dropped: nothing of it lands.
+//! A transaction counts what its buffer holds ([`StateTxn::buffered_bytes`]) so that
+//! the processor's share of it can be held to `operator.max-state-bytes-per-batch`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
@@ -14,6 +16,7 @@ use anyhow::{Context, Result};
 use rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, ReadOptions, WriteBatch, WriteOptions};
 
 use super::layout;
+use crate::pipeline::CHANGE_OVERHEAD_BYTES;
 
 /// The column families of the store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,7 +106,7 @@ impl StateStore {
 
     /// Starts a transaction that sees the committed state plus its own writes.
     pub fn begin(&self) -> StateTxn {
-        StateTxn { db: self.db.clone(), overlay: Default::default(), prefetched: HashMap::new() }
+        StateTxn { db: self.db.clone(), overlay: Default::default(), prefetched: HashMap::new(), buffered_bytes: 0 }
     }
 
     /// Writes every change of `txn`, and `batch_id` as the committed batch, atomically
@@ -117,18 +120,21 @@ impl StateStore {
     pub fn commit_all(&self, txns: Vec<StateTxn>, batch_id: u64) -> Result<()> {
         let mut batch = WriteBatch::default();
         let changelog = self.cf_handle(CHANGELOG)?;
-        for txn in &txns {
-            for (key, change) in &txn.overlay[Cf::State as usize] {
-                let mut log_key = batch_id.to_be_bytes().to_vec();
-                log_key.extend_from_slice(key);
-                match change {
-                    Some(value) => batch.put_cf(changelog, log_key, [&[0u8][..], value].concat()),
-                    None => batch.put_cf(changelog, log_key, [1u8]),
-                }
-            }
-            for (index, changes) in txn.overlay.iter().enumerate() {
+        // Each change moves from the buffer into the write batch (the buffer shrinks as
+        // the batch grows), so the commit does not hold both whole.
+        for txn in txns {
+            for (index, changes) in txn.overlay.into_iter().enumerate() {
                 let cf = self.cf_handle(CF_NAMES[index])?;
+                let logged = index == Cf::State as usize;
                 for (key, change) in changes {
+                    if logged {
+                        let mut log_key = batch_id.to_be_bytes().to_vec();
+                        log_key.extend_from_slice(&key);
+                        match &change {
+                            Some(value) => batch.put_cf(changelog, log_key, [&[0u8][..], value].concat()),
+                            None => batch.put_cf(changelog, log_key, [1u8]),
+                        }
+                    }
                     match change {
                         Some(value) => batch.put_cf(cf, key, value),
                         None => batch.delete_cf(cf, key),
@@ -231,6 +237,14 @@ pub struct StateTxn {
     overlay: [BTreeMap<Vec<u8>, Option<Vec<u8>>>; 5],
     /// Committed `Cf::State` values read ahead by [`StateTxn::prefetch_state`].
     prefetched: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    /// What `overlay` holds: each change's key and value bytes plus
+    /// [`CHANGE_OVERHEAD_BYTES`].
+    buffered_bytes: u64,
+}
+
+/// What one buffered change counts.
+fn change_bytes(key: usize, value: Option<&Vec<u8>>) -> u64 {
+    (key + value.map_or(0, Vec::len)) as u64 + CHANGE_OVERHEAD_BYTES
 }
 
 impl StateTxn {
@@ -263,12 +277,31 @@ impl StateTxn {
 
     /// Sets `key` to `value`.
     pub fn put(&mut self, cf: Cf, key: Vec<u8>, value: Vec<u8>) {
-        self.overlay[cf as usize].insert(key, Some(value));
+        self.buffer(cf, key, Some(value));
     }
 
     /// Removes `key`.
     pub fn delete(&mut self, cf: Cf, key: Vec<u8>) {
-        self.overlay[cf as usize].insert(key, None);
+        self.buffer(cf, key, None);
+    }
+
+    fn buffer(&mut self, cf: Cf, key: Vec<u8>, change: Option<Vec<u8>>) {
+        let key_len = key.len();
+        self.buffered_bytes += change_bytes(key_len, change.as_ref());
+        if let Some(replaced) = self.overlay[cf as usize].insert(key, change) {
+            self.buffered_bytes -= change_bytes(key_len, replaced.as_ref());
+        }
+    }
+
+    /// The bytes this transaction's changes hold: each change's key and value plus
+    /// [`CHANGE_OVERHEAD_BYTES`].
+    pub fn buffered_bytes(&self) -> u64 {
+        self.buffered_bytes
+    }
+
+    /// How many keys of `cf` this transaction changes (writes and deletes).
+    pub fn changes(&self, cf: Cf) -> u64 {
+        self.overlay[cf as usize].len() as u64
     }
 
     /// Every live entry whose key starts with `prefix`, in key order.
@@ -333,6 +366,39 @@ mod tests {
         assert_eq!(txn.get(Cf::State, b"b")?, Some(b"3".to_vec()));
         let fresh = store.begin();
         assert_eq!(fresh.get(Cf::State, b"a")?, Some(b"changed".to_vec()));
+        Ok(())
+    }
+
+    #[test]
+    fn the_transaction_counts_what_it_buffers() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let store = StateStore::open(dir.path())?;
+        let mut txn = store.begin();
+        assert_eq!(txn.buffered_bytes(), 0);
+        txn.put(Cf::State, b"key".to_vec(), vec![0; 100]);
+        assert_eq!(txn.buffered_bytes(), 103 + CHANGE_OVERHEAD_BYTES);
+        // Overwriting replaces what the key held; a delete keeps only the key.
+        txn.put(Cf::State, b"key".to_vec(), vec![0; 10]);
+        assert_eq!(txn.buffered_bytes(), 13 + CHANGE_OVERHEAD_BYTES);
+        txn.delete(Cf::State, b"key".to_vec());
+        assert_eq!(txn.buffered_bytes(), 3 + CHANGE_OVERHEAD_BYTES);
+        txn.put(Cf::Timers, b"t".to_vec(), Vec::new());
+        assert_eq!(txn.buffered_bytes(), 4 + 2 * CHANGE_OVERHEAD_BYTES);
+        assert_eq!((txn.changes(Cf::State), txn.changes(Cf::Timers), txn.changes(Cf::Meta)), (1, 1, 0));
+        // The commit (which drains the buffer) writes the last change and its log entry.
+        txn.put(Cf::State, b"other".to_vec(), b"v".to_vec());
+        store.commit(txn, 4)?;
+        assert_eq!(store.read(Cf::State, b"other")?, Some(b"v".to_vec()));
+        assert_eq!(store.read(Cf::State, b"key")?, None);
+        assert_eq!(store.read(Cf::Timers, b"t")?, Some(Vec::new()));
+        let handle = store.cf_handle(CHANGELOG)?;
+        let logged: Vec<(Vec<u8>, Vec<u8>)> = store
+            .db
+            .iterator_cf(handle, IteratorMode::Start)
+            .map(|item| item.map(|(k, v)| (k.into_vec(), v.into_vec())))
+            .collect::<Result<_, _>>()?;
+        let log_key = |key: &[u8]| [&4u64.to_be_bytes()[..], key].concat();
+        assert_eq!(logged, [(log_key(b"key"), vec![1]), (log_key(b"other"), b"\0v".to_vec())]);
         Ok(())
     }
 }

@@ -146,28 +146,37 @@ impl KeyScope {
         }
     }
 
-    /// Appends elements to a list variable (expired elements are dropped on the way).
-    pub fn list_append(&self, txn: &mut StateTxn, decl: &VariableDecl, values: &[Vec<u8>]) -> Result<()> {
+    /// Appends elements to a list variable (expired elements are dropped on the way);
+    /// returns the size of the list as stored.
+    pub fn list_append(&self, txn: &mut StateTxn, decl: &VariableDecl, values: &[Vec<u8>]) -> Result<usize> {
         let mut entries = self.list_entries(txn, decl)?;
         let expiry = decl.expiry(self.now);
         entries.extend(values.iter().map(|value| (expiry, value.clone())));
-        self.write_list(txn, decl, &entries, expiry);
-        Ok(())
+        Ok(self.write_list(txn, decl, &entries, expiry))
     }
 
-    /// Replaces a list variable's elements.
-    pub fn list_put(&self, txn: &mut StateTxn, decl: &VariableDecl, values: &[Vec<u8>]) {
+    /// Replaces a list variable's elements; returns the size of the list as stored.
+    pub fn list_put(&self, txn: &mut StateTxn, decl: &VariableDecl, values: &[Vec<u8>]) -> usize {
         let expiry = decl.expiry(self.now);
         let entries: Vec<(i64, Vec<u8>)> = values.iter().map(|value| (expiry, value.clone())).collect();
-        self.write_list(txn, decl, &entries, expiry);
+        self.write_list(txn, decl, &entries, expiry)
     }
 
-    fn write_list(&self, txn: &mut StateTxn, decl: &VariableDecl, entries: &[(i64, Vec<u8>)], new_expiry: i64) {
+    fn write_list(
+        &self,
+        txn: &mut StateTxn,
+        decl: &VariableDecl,
+        entries: &[(i64, Vec<u8>)],
+        new_expiry: i64,
+    ) -> usize {
         if entries.is_empty() {
             txn.delete(Cf::State, self.var_key(decl));
+            0
         } else {
             let raw = layout::encode_list(entries.iter().map(|(expiry, payload)| (*expiry, payload.as_slice())));
+            let stored = raw.len();
             self.put_expiring(txn, decl, self.var_key(decl), new_expiry, raw);
+            stored
         }
     }
 

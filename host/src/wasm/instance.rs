@@ -99,7 +99,7 @@ pub struct ProcessorInstance {
 impl Module {
     /// Creates a new sandboxed instance with `limits`.
     pub fn instantiate(&self, limits: InstanceLimits) -> anyhow::Result<ProcessorInstance> {
-        let mut store = Store::new(&self.engine, HostState::new(self.name.clone(), limits.memory_cap_bytes));
+        let mut store = Store::new(&self.engine, HostState::new(self.name.clone(), limits));
         store.limiter(|state| &mut state.memory);
         store.set_epoch_deadline(ticks(limits.call_timeout));
         store.epoch_deadline_trap();
@@ -131,8 +131,7 @@ impl ProcessorInstance {
     pub fn start_batch(&mut self, txn: StateTxn, processing_time: i64, batch_id: u64) {
         let data = self.store.data_mut();
         data.clock.start_batch(processing_time, batch_id);
-        data.scope.txn = Some(txn);
-        data.scope.key = None;
+        data.scope.start_batch(txn);
     }
 
     /// Ends the batch and hands its state transaction back.
@@ -221,6 +220,7 @@ impl ProcessorInstance {
         self.store.set_epoch_deadline(ticks(self.limits.call_timeout));
         self.store.data().output.clear();
         self.store.data_mut().memory.refused_at = None;
+        self.store.data_mut().start_call();
         match invoke(&self.processor, &mut self.store) {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(message)) => Err(error(self, GuestProblem::Failed(message))),

@@ -1,12 +1,15 @@
-//! `eddy:processor/logging`: a guest's log lines, labelled with module and key.
+//! `eddy:processor/logging`: a guest's log lines, labelled with module and key, held
+//! to `operator.max-log-bytes-per-call` (counted at every level, shown or not, so that
+//! whether a batch passes does not depend on `EDDY_LOG`).
 
-use super::HostState;
+use super::{HostState, trap};
 use crate::contract::rows::key_label;
 use crate::log::Level;
 use crate::wasm::bindings::eddy::processor::logging;
 
 impl logging::Host for HostState {
     fn log(&mut self, level: logging::Level, message: String) -> wasmtime::Result<()> {
+        self.scope.usage.charge_log(&self.limits, message.len()).map_err(trap)?;
         let level = match level {
             logging::Level::Trace => Level::Trace,
             logging::Level::Debug => Level::Debug,

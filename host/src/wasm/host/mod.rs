@@ -8,7 +8,10 @@
 //! | `eddy:processor/logging` | [`logging`] |
 //! | `eddy:processor/types` | no functions: [`crate::contract`] |
 //!
-//! This file holds the store data they share ([`HostState`]) and the handles.
+//! This file holds the store data they share ([`HostState`]), the handles, and what
+//! the processor has used of its host-side limits ([`Usage`]): a host call that
+//! passes one of them traps, so the batch fails naming the module, the handler and
+//! the key.
 
 mod logging;
 mod state;
@@ -21,6 +24,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::contract::TimeMode;
+use crate::pipeline::{InstanceLimits, Limit, show_bytes};
 use crate::state::{KeyScope, StateKind, StateTxn, VariableDecl};
 use crate::wasm::sandbox::{BatchClock, GuestOutput, MemoryCap};
 
@@ -47,6 +51,89 @@ pub struct CallScope {
     pub key_values: Vec<crate::contract::Scalar>,
     /// Timers registered in the current batch.
     pub timers_registered: u64,
+    /// What the processor has used of its limits in this batch and call.
+    pub usage: Usage,
+}
+
+impl CallScope {
+    /// Starts a batch with its state transaction: no key yet, nothing used.
+    pub fn start_batch(&mut self, txn: StateTxn) {
+        self.txn = Some(txn);
+        self.key = None;
+        self.usage = Usage::default();
+    }
+}
+
+/// What the processor has added to the host's memory: in the current batch (state
+/// changes, timer changes) and in the current call (log bytes). Only what its own
+/// host calls add counts; what the host does itself (deleting a timer as it fires,
+/// evicting expired entries) does not.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Usage {
+    /// Bytes the processor's state writes added to the batch's transaction.
+    state_bytes: i64,
+    /// Timer changes (registrations, deletions) the processor added.
+    timers: i64,
+    /// Bytes of log messages in the current call.
+    log_bytes: u64,
+}
+
+impl Usage {
+    /// Counts `before → after` bytes of buffered state changes; fails past the limit.
+    fn charge_state(&mut self, limits: &InstanceLimits, before: u64, after: u64) -> anyhow::Result<()> {
+        self.state_bytes += after as i64 - before as i64;
+        let limit = Limit::StateBytesPerBatch;
+        if self.state_bytes > limit.of(limits) as i64 {
+            anyhow::bail!(limit.exceeded(
+                limits,
+                format!(
+                    "the state changes the processor buffered in this batch reached {}",
+                    show_bytes(self.state_bytes as u64)
+                )
+            ));
+        }
+        Ok(())
+    }
+
+    /// Counts `before → after` buffered timer changes; fails past the limit.
+    fn charge_timers(&mut self, limits: &InstanceLimits, before: u64, after: u64) -> anyhow::Result<()> {
+        self.timers += after as i64 - before as i64;
+        let limit = Limit::TimersPerBatch;
+        if self.timers > limit.of(limits) as i64 {
+            anyhow::bail!(
+                limit.exceeded(
+                    limits,
+                    format!("the processor registered or deleted {} timers in this batch", self.timers)
+                )
+            );
+        }
+        Ok(())
+    }
+
+    /// Counts a logged message of `bytes`; fails past the limit.
+    fn charge_log(&mut self, limits: &InstanceLimits, bytes: usize) -> anyhow::Result<()> {
+        self.log_bytes += bytes as u64;
+        let limit = Limit::LogBytesPerCall;
+        if self.log_bytes > limit.of(limits) {
+            anyhow::bail!(
+                limit.exceeded(limits, format!("the processor logged {} in this call", show_bytes(self.log_bytes)))
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Fails when one state value (a value, a whole list, a map entry) of `bytes` is over
+/// the limit.
+fn check_value(limits: &InstanceLimits, decl: &VariableDecl, what: &str, bytes: usize) -> anyhow::Result<()> {
+    let limit = Limit::StateValueBytes;
+    if bytes as u64 > limit.of(limits) {
+        anyhow::bail!(limit.exceeded(
+            limits,
+            format!("{what} of state variable '{}' would hold {}", decl.name, show_bytes(bytes as u64))
+        ));
+    }
+    Ok(())
 }
 
 /// Everything a guest's store holds.
@@ -61,24 +148,32 @@ pub struct HostState {
     pub clock: BatchClock,
     /// The module's file name, for messages.
     pub module: String,
+    /// What the processor may use.
+    pub limits: InstanceLimits,
     /// What the current call may touch.
     pub scope: CallScope,
 }
 
 impl HostState {
-    /// A fresh sandboxed state for one instance of `module`.
-    pub fn new(module: String, memory_cap_bytes: usize) -> Self {
+    /// A fresh sandboxed state for one instance of `module`, held to `limits`.
+    pub fn new(module: String, limits: InstanceLimits) -> Self {
         let clock = BatchClock::default();
         let output = GuestOutput::default();
         Self {
             wasi: crate::wasm::sandbox::sandboxed_wasi(&clock, &output),
             table: ResourceTable::new(),
-            memory: MemoryCap::new(memory_cap_bytes),
+            memory: MemoryCap::new(limits.memory_cap_bytes),
             output,
             clock,
             module,
+            limits,
             scope: CallScope::default(),
         }
+    }
+
+    /// Starts a call: nothing logged in it yet.
+    pub fn start_call(&mut self) {
+        self.scope.usage.log_bytes = 0;
     }
 
     pub(super) fn open(&mut self, name: &str, kind: StateKind) -> wasmtime::Result<Arc<VariableDecl>> {

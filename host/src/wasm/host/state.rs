@@ -1,8 +1,10 @@
 //! `eddy:processor/state`: value, list and map state variables of the current key.
+//! Every write is held to `operator.max-state-value-bytes` (the value) and
+//! `operator.max-state-bytes-per-batch` (what the batch has buffered).
 
 use wasmtime::component::Resource;
 
-use super::{HostState, ListStateHandle, MapStateHandle, ValueStateHandle, trap};
+use super::{HostState, ListStateHandle, MapStateHandle, ValueStateHandle, check_value, trap};
 use crate::state::StateKind;
 use crate::wasm::bindings::eddy::processor::state;
 
@@ -18,6 +20,17 @@ macro_rules! keyed {
             );
         };
         (decl, key, txn)
+    }};
+}
+
+/// Runs a write on the batch's transaction and charges what it added to the
+/// processor's buffered state changes (a trap past the limit).
+macro_rules! charged {
+    ($self:ident, $txn:ident, $write:expr) => {{
+        let before = $txn.buffered_bytes();
+        let result = $write;
+        $self.scope.usage.charge_state(&$self.limits, before, $txn.buffered_bytes()).map_err(trap)?;
+        result
     }};
 }
 
@@ -38,12 +51,13 @@ impl state::HostValueState for HostState {
     }
     fn update(&mut self, this: Resource<ValueStateHandle>, value: Vec<u8>) -> wasmtime::Result<()> {
         let (decl, key, txn) = keyed!(self, this, "value update");
-        key.value_update(txn, &decl, &value);
+        check_value(&self.limits, &decl, "a value", value.len()).map_err(trap)?;
+        charged!(self, txn, key.value_update(txn, &decl, &value));
         Ok(())
     }
     fn clear(&mut self, this: Resource<ValueStateHandle>) -> wasmtime::Result<()> {
         let (decl, key, txn) = keyed!(self, this, "value clear");
-        key.clear(txn, &decl).map_err(trap)
+        charged!(self, txn, key.clear(txn, &decl)).map_err(trap)
     }
     fn drop(&mut self, this: Resource<ValueStateHandle>) -> wasmtime::Result<()> {
         self.table.delete(this)?;
@@ -66,16 +80,17 @@ impl state::HostListState for HostState {
     }
     fn append(&mut self, this: Resource<ListStateHandle>, values: Vec<Vec<u8>>) -> wasmtime::Result<()> {
         let (decl, key, txn) = keyed!(self, this, "list append");
-        key.list_append(txn, &decl, &values).map_err(trap)
+        let stored = charged!(self, txn, key.list_append(txn, &decl, &values)).map_err(trap)?;
+        check_value(&self.limits, &decl, "the list", stored).map_err(trap)
     }
     fn put(&mut self, this: Resource<ListStateHandle>, values: Vec<Vec<u8>>) -> wasmtime::Result<()> {
         let (decl, key, txn) = keyed!(self, this, "list put");
-        key.list_put(txn, &decl, &values);
-        Ok(())
+        let stored = charged!(self, txn, key.list_put(txn, &decl, &values));
+        check_value(&self.limits, &decl, "the list", stored).map_err(trap)
     }
     fn clear(&mut self, this: Resource<ListStateHandle>) -> wasmtime::Result<()> {
         let (decl, key, txn) = keyed!(self, this, "list clear");
-        key.clear(txn, &decl).map_err(trap)
+        charged!(self, txn, key.clear(txn, &decl)).map_err(trap)
     }
     fn drop(&mut self, this: Resource<ListStateHandle>) -> wasmtime::Result<()> {
         self.table.delete(this)?;
@@ -98,12 +113,13 @@ impl state::HostMapState for HostState {
     }
     fn update(&mut self, this: Resource<MapStateHandle>, user_key: Vec<u8>, value: Vec<u8>) -> wasmtime::Result<()> {
         let (decl, key, txn) = keyed!(self, this, "map update");
-        key.map_update(txn, &decl, &user_key, &value);
+        check_value(&self.limits, &decl, "a map entry", user_key.len() + value.len()).map_err(trap)?;
+        charged!(self, txn, key.map_update(txn, &decl, &user_key, &value));
         Ok(())
     }
     fn remove(&mut self, this: Resource<MapStateHandle>, user_key: Vec<u8>) -> wasmtime::Result<()> {
         let (decl, key, txn) = keyed!(self, this, "map remove");
-        key.map_remove(txn, &decl, &user_key);
+        charged!(self, txn, key.map_remove(txn, &decl, &user_key));
         Ok(())
     }
     fn exists(&mut self, this: Resource<MapStateHandle>) -> wasmtime::Result<bool> {
@@ -124,7 +140,7 @@ impl state::HostMapState for HostState {
     }
     fn clear(&mut self, this: Resource<MapStateHandle>) -> wasmtime::Result<()> {
         let (decl, key, txn) = keyed!(self, this, "map clear");
-        key.clear(txn, &decl).map_err(trap)
+        charged!(self, txn, key.clear(txn, &decl)).map_err(trap)
     }
     fn drop(&mut self, this: Resource<MapStateHandle>) -> wasmtime::Result<()> {
         self.table.delete(this)?;

@@ -1,8 +1,9 @@
 //! `eddy:processor/timers`: the current key's timers, in the declared time mode's domain.
+//! Registrations and deletions are held to `operator.max-timers-per-batch`.
 
 use super::{HostState, trap};
 use crate::contract::TimeMode;
-use crate::state::{KeyScope, StateTxn};
+use crate::state::{Cf, KeyScope, StateTxn};
 use crate::wasm::bindings::eddy::processor::timers;
 
 impl HostState {
@@ -23,14 +24,18 @@ impl HostState {
 impl timers::Host for HostState {
     fn register_timer(&mut self, expiry_time: i64) -> wasmtime::Result<()> {
         let (key, txn) = self.timer_scope("register-timer")?;
+        let before = txn.changes(Cf::Timers);
         key.timer_register(txn, expiry_time);
+        let after = txn.changes(Cf::Timers);
         self.scope.timers_registered += 1;
-        Ok(())
+        self.scope.usage.charge_timers(&self.limits, before, after).map_err(trap)
     }
     fn delete_timer(&mut self, expiry_time: i64) -> wasmtime::Result<()> {
         let (key, txn) = self.timer_scope("delete-timer")?;
+        let before = txn.changes(Cf::Timers);
         key.timer_delete(txn, expiry_time);
-        Ok(())
+        let after = txn.changes(Cf::Timers);
+        self.scope.usage.charge_timers(&self.limits, before, after).map_err(trap)
     }
     fn list_timers(&mut self) -> wasmtime::Result<Vec<i64>> {
         let (key, txn) = self.timer_scope("list-timers")?;

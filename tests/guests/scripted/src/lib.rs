@@ -34,6 +34,10 @@
 //! | `timer.delete`    | v         | `null`                                          |
 //! | `timer.list`      | —         | `[1000,2000]`                                   |
 //! | `log`             | name, v   | `null`; logs v at level name (trace … error, default info) |
+//! | `log.many`        | name, v   | `null`; v = `COUNTxBYTES`: logs COUNT messages of BYTES bytes at level name |
+//! | `timer.register-many` | v     | `null`; registers v timers, at 4e15 µs (year 2096) and the v - 1 microseconds after |
+//! | `map.put-many`    | name, v   | `null`; v = `COUNTxBYTES`: puts COUNT entries (keys `0`, `1`, …) of a BYTES-long string |
+//! | `output.many`     | v         | v = `COUNTxBYTES`: outputs COUNT rows `("output.many", a BYTES-long string)` instead of a result row |
 //! | `fail`            | v         | the call returns `Err(v)` (default `scripted failure`) |
 //! | `trap`            | —         | panics with `scripted trap` (the instance traps) |
 //! | `loop`            | —         | never returns (for the host's call deadline)    |
@@ -122,6 +126,13 @@ impl<'a> Command<'a> {
         v.parse().map_err(|_| Error::msg(format!("`{}` needs v = microseconds, got `{v}`", self.op)))
     }
 
+    /// v as `COUNTxBYTES`.
+    fn count_and_bytes(&self) -> Result<(usize, usize)> {
+        let v = self.v()?;
+        let parsed = v.split_once('x').and_then(|(count, bytes)| Some((count.parse().ok()?, bytes.parse().ok()?)));
+        parsed.ok_or_else(|| Error::msg(format!("`{}` needs v = COUNTxBYTES, got `{v}`", self.op)))
+    }
+
     /// v as a list: a JSON array of strings, or one string.
     fn list(&self) -> Result<Vec<String>> {
         let v = self.v()?;
@@ -176,20 +187,36 @@ impl Scripted {
             "timer.register" => self.timers.register(cmd.micros()?).and_then(|_| null()),
             "timer.delete" => self.timers.delete(cmd.micros()?).and_then(|_| null()),
             "timer.list" => json(self.timers.list()?),
-            "log" => {
-                let level = match cmd.name.unwrap_or("info") {
-                    "trace" => Level::Trace,
-                    "debug" => Level::Debug,
-                    "info" => Level::Info,
-                    "warn" => Level::Warn,
-                    "error" => Level::Error,
-                    other => {
-                        bail!("unknown log level `{other}`; use trace, debug, info, warn or error")
-                    }
-                };
-                log(level, cmd.v.unwrap_or_default());
+            "timer.register-many" => {
+                let count: i64 = cmd.v()?.parse().map_err(|_| Error::msg("timer.register-many: v is a count"))?;
+                for i in 0..count {
+                    self.timers.register(4_000_000_000_000_000 + i)?;
+                }
                 null()
             }
+            "map.put-many" => {
+                let map = find(&self.maps, "map", cmd.name()?)?;
+                let (count, bytes) = cmd.count_and_bytes()?;
+                let value = "x".repeat(bytes);
+                for i in 0..count {
+                    map.update(&i.to_string(), &value)?;
+                }
+                null()
+            }
+            "log.many" => {
+                let level = log_level(cmd.name)?;
+                let (count, bytes) = cmd.count_and_bytes()?;
+                let message = "x".repeat(bytes);
+                for _ in 0..count {
+                    log(level, &message);
+                }
+                null()
+            }
+            "log" => {
+                log(log_level(cmd.name)?, cmd.v.unwrap_or_default());
+                null()
+            }
+            "output.many" => cmd.count_and_bytes().and_then(|_| null()),
             "fail" => Err(Error::msg(cmd.v.unwrap_or("scripted failure"))),
             "trap" => panic!("scripted trap"),
             "loop" => spin(),
@@ -221,11 +248,31 @@ impl Scripted {
             let cmd = Command::parse(&row)?;
             let result = self.run(&cmd).map_err(|e| e.context(format!("row {} ({})", row.index(), cmd.op)))?;
             if let Some(output) = output.as_deref_mut() {
-                output.append_row(&row![cmd.op, result.as_str()])?;
+                if cmd.op == "output.many" {
+                    let (count, bytes) = cmd.count_and_bytes()?;
+                    let value = "x".repeat(bytes);
+                    for _ in 0..count {
+                        output.append_row(&row![cmd.op, value.as_str()])?;
+                    }
+                } else {
+                    output.append_row(&row![cmd.op, result.as_str()])?;
+                }
             }
         }
         Ok(())
     }
+}
+
+/// The log level `name` names (default info).
+fn log_level(name: Option<&str>) -> Result<Level> {
+    Ok(match name.unwrap_or("info") {
+        "trace" => Level::Trace,
+        "debug" => Level::Debug,
+        "info" => Level::Info,
+        "warn" => Level::Warn,
+        "error" => Level::Error,
+        other => bail!("unknown log level `{other}`; use trace, debug, info, warn or error"),
+    })
 }
 
 /// Never returns; the host's deadline must stop it.

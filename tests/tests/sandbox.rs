@@ -1,7 +1,10 @@
 //! The guest's sandbox: clocks answer the batch's processing time, randomness is
 //! seeded from the batch id, and there is no environment, argument or file system.
 
+use std::time::{Duration, Instant};
+
 use eddy::pipeline::InstanceLimits;
+use eddy::wasm::{GuestError, GuestProblem};
 use eddy_tests::{Scripted, cmd};
 use serde_json::json;
 
@@ -37,4 +40,42 @@ fn clocks_and_randomness_are_the_batch_s_and_nothing_else_is_reachable() {
     assert_eq!(replayed[0], seen[0]);
     let next = results(replay.run(9_000, &[cmd("k", "sandbox.random", "")]).expect("batch 1"));
     assert_ne!(next[0], seen[0], "another batch draws another number");
+}
+
+#[test]
+fn a_sleep_fails_within_the_call_deadline_instead_of_blocking() {
+    let config = json!({"time_mode": "none", "state": []});
+    let limits = InstanceLimits { call_timeout: Duration::from_millis(2_000), ..InstanceLimits::default() };
+    // A sleep of nothing returns: nothing is waited for.
+    let mut p = Scripted::new(config.clone(), limits);
+    assert_eq!(results(p.run(1_000, &[cmd("nap", "sleep", "").v("0")]).expect("no wait")), ["null"]);
+
+    // Ten minutes: time stands still in a batch, so the call stops at once.
+    let started = Instant::now();
+    let error = p.run(2_000, &[cmd("nap", "sleep", "").v("600")]).expect_err("a sleep cannot end");
+    assert!(started.elapsed() < limits.call_timeout, "took {:?}", started.elapsed());
+    let guest = error.downcast_ref::<GuestError>().expect("a guest error");
+    assert_eq!(
+        guest.problem,
+        GuestProblem::Waited { wait: Some(Duration::from_secs(600)), call_timeout: limits.call_timeout }
+    );
+    assert_eq!(
+        error.to_string(),
+        "module 'scripted.wasm' tried to sleep 600 s in handle-input-rows for key [\"nap\"]; time inside the sandbox \
+         stands still at the batch's processing time, so no sleep or wait can end: the call was stopped rather than \
+         left blocking past operator.call-timeout-ms (2000 ms); remove the sleep or wait from the processor"
+    );
+
+    // A duration past what the clock can count (wasmtime-wasi waited forever) too;
+    // how the guest's libc cuts it to 64 bits of nanoseconds is its own affair.
+    let mut forever = Scripted::new(config, limits);
+    let started = Instant::now();
+    let error = forever.run(1_000, &[cmd("nap", "sleep", "").v("1e12")]).expect_err("a sleep cannot end");
+    assert!(started.elapsed() < limits.call_timeout, "took {:?}", started.elapsed());
+    let GuestProblem::Waited { wait: Some(wait), .. } =
+        error.downcast_ref::<GuestError>().expect("guest error").problem
+    else {
+        panic!("not a refused wait: {error}");
+    };
+    assert!(wait > Duration::from_secs(100 * 365 * 86_400), "{wait:?}");
 }

@@ -1,8 +1,11 @@
-//! JSON lines into Arrow, against the declared schema (arrow-json). Fields not in the
-//! schema are ignored, a missing nullable field is null, a TIMESTAMP is RFC 3339 text
-//! or an integer of microseconds since the epoch.
+//! JSON lines into Arrow, against the declared schema (arrow-json). Every line is
+//! checked to be one strict JSON object first ([`json_syntax`](super::json_syntax)),
+//! then decoded with eddy's strict column decoders
+//! ([`json_columns`](super::json_columns)). Fields not in the schema are ignored, a
+//! missing nullable field is null.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::Result;
 use arrow::array::RecordBatch;
@@ -11,6 +14,8 @@ use arrow::datatypes::SchemaRef;
 use arrow::error::ArrowError;
 use arrow::json::ReaderBuilder;
 
+use super::json_columns::StrictColumns;
+use super::json_syntax::check_lines;
 use super::records::{Span, separate};
 use super::{BadRecord, Decoded, decode_file, reason, record_text};
 use crate::pipeline::FileFormat;
@@ -36,16 +41,20 @@ pub(super) fn decode(bytes: &[u8], schema: &SchemaRef, first_only: bool) -> Resu
         .iter()
         .map(|(span, error)| BadRecord {
             line: span.line,
-            reason: reason(error),
+            reason: column_reason(error),
             record: record_text(&bytes[span.start..span.end]),
         })
         .collect();
     Ok(Decoded { rows: concat_batches(schema, &found.good)?, bad_records })
 }
 
-/// Decodes all of `bytes` in one pass.
+/// Checks the syntax of all of `bytes`, then decodes them in one pass.
 fn decode_all(bytes: &[u8], schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
-    let mut decoder = ReaderBuilder::new(schema.clone()).with_batch_size(ROWS_PER_DECODE).build_decoder()?;
+    check_lines(bytes)?;
+    let mut decoder = ReaderBuilder::new(schema.clone())
+        .with_batch_size(ROWS_PER_DECODE)
+        .with_decoder_factory(Arc::new(StrictColumns))
+        .build_decoder()?;
     let mut batches = Vec::new();
     let mut rest = bytes;
     while !rest.is_empty() {
@@ -62,6 +71,16 @@ fn decode_all(bytes: &[u8], schema: &SchemaRef) -> Result<RecordBatch, ArrowErro
         batches.push(batch);
     }
     concat_batches(schema, &batches)
+}
+
+/// A record's reason, naming the column the way CSV's reasons do (arrow-json says
+/// "whilst decoding field 'amount': …").
+fn column_reason(error: &ArrowError) -> String {
+    let text = reason(error);
+    match text.strip_prefix("whilst decoding field ") {
+        Some(rest) => format!("column {rest}"),
+        None => text,
+    }
 }
 
 /// The non-blank lines of `bytes`, each with its line ending.

@@ -6,6 +6,8 @@
 
 mod csv;
 mod json;
+mod json_columns;
+mod json_syntax;
 mod records;
 
 use std::path::Path;

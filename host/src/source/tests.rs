@@ -251,7 +251,7 @@ fn fails_on_a_bad_record_naming_file_line_and_reason() {
     assert_eq!(
         error,
         format!(
-            "{}:2: bad record: whilst decoding field 'amount': failed to parse \"lots\" as Int64; \
+            "{}:2: bad record: column 'amount': expected an integer for BIGINT, got \"lots\"; \
              expected a JSON object matching the schema (user STRING, amount BIGINT)",
             file.display()
         )
@@ -299,10 +299,11 @@ fn dead_letters_bad_records_per_batch() {
         lines,
         [
             json!({"source": "clicks", "file": f.input.join("a.json").display().to_string(), "line": 2,
-                   "reason": "whilst decoding field 'amount': failed to parse \"lots\" as Int64",
+                   "reason": "column 'amount': expected an integer for BIGINT, got \"lots\"",
                    "record": "{\"user\":\"b\",\"amount\":\"lots\"}"}),
             json!({"source": "clicks", "file": f.input.join("b.json").display().to_string(), "line": 3,
-                   "reason": lines[1]["reason"], "record": "not json"}),
+                   "reason": "invalid JSON at column 2: not a JSON literal (true, false or null)",
+                   "record": "not json"}),
         ]
     );
     assert!(written.starts_with("{\"source\":\"clicks\",\"file\":"), "{written}");
@@ -310,4 +311,57 @@ fn dead_letters_bad_records_per_batch() {
     source.next_batch(&f.store, 7, 0).expect("plans");
     assert_eq!(std::fs::read_to_string(letters.join("batch-00007.jsonl")).expect("dead letters"), written);
     assert_eq!(std::fs::read_dir(&letters).expect("lists").count(), 1);
+}
+
+/// Records that are not strict JSON, or hold a value their column does not take, and
+/// the reason each gets (columns counted by hand, from 1).
+const NOT_STRICT: [(&str, &str); 9] = [
+    ("{\"user\":\"m\",\"amount\":1.5}", "column 'amount': expected an integer for BIGINT, got 1.5"),
+    ("{\"user\":\"m\",\"amount\":1e3}", "column 'amount': expected an integer for BIGINT, got 1e3"),
+    ("{\"user\":\"m\",\"amount\":\"123\"}", "column 'amount': expected an integer for BIGINT, got \"123\""),
+    ("{\"user\":\"m\",\"amount\":5,}", "invalid JSON at column 24: trailing comma"),
+    ("{\"user\":\"m\" \"amount\":5}", "invalid JSON at column 13: expected `,` or `}`"),
+    ("{\"user\":\"m\"} // a comment", "invalid JSON at column 14: trailing characters (JSON has no comments)"),
+    (
+        "{\"user\":\"m\",\"amount\":NaN}",
+        "invalid JSON at column 22: expected value (JSON has no NaN or Infinity; a DOUBLE takes them as the \
+         strings \"NaN\", \"Infinity\", \"-Infinity\")",
+    ),
+    ("{\"user\":'m'}", "invalid JSON at column 9: expected value (JSON strings take double quotes)"),
+    ("{\"user\":\"m\",\"amount\":5}{\"user\":\"n\"}", "invalid JSON at column 24: trailing characters"),
+];
+
+#[test]
+fn a_record_that_is_not_strict_is_bad_under_every_policy() {
+    for (record, reason) in NOT_STRICT {
+        let f = fixture();
+        write(
+            &f.input,
+            "a.json",
+            &format!("{{\"user\":\"a\",\"amount\":1}}\n{record}\n{{\"user\":\"c\",\"amount\":3}}\n"),
+        );
+        let file = f.input.join("a.json").display().to_string();
+        let open_with = |policy, index| {
+            open(&spec(&f.input, FileFormat::Json, None, policy), index, &f.checkpoint()).expect("opens")
+        };
+
+        let skipped = open_with(BadRecordPolicy::Skip, 0).next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
+        assert_eq!((users(&skipped), skipped.bad_records), (vec!["a".to_string(), "c".to_string()], 1), "{record}");
+
+        let letters = f.root.join("dead");
+        let mut dead_letter = open_with(BadRecordPolicy::DeadLetter(letters.clone()), 1);
+        let lettered = dead_letter.next_batch(&f.store, 4, 0).expect("plans").expect("a batch");
+        assert_eq!((users(&lettered), lettered.bad_records), (users(&skipped), 1), "{record}");
+        let written = std::fs::read_to_string(letters.join("batch-00004.jsonl")).expect("dead letters");
+        let letter: serde_json::Value = serde_json::from_str(&written).expect("one JSON line");
+        assert_eq!(letter, json!({"source": "clicks", "file": file, "line": 2, "reason": reason, "record": record}));
+
+        let error = open_with(BadRecordPolicy::Fail, 2).next_batch(&f.store, 0, 0).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            format!(
+                "{file}:2: bad record: {reason}; expected a JSON object matching the schema (user STRING, amount BIGINT)"
+            )
+        );
+    }
 }

@@ -10,6 +10,7 @@ use wasmtime::{Store, Trap};
 use super::bindings::Processor;
 use super::host::HostState;
 use super::runtime::{EPOCH_TICK, Module};
+use super::waits::{WaitRefused, describe as describe_wait};
 use crate::contract::{ExpiredTimer, InitContext, ProcessorSpec, RowBatch, Scalar, TimerValues};
 use crate::pipeline::InstanceLimits;
 use crate::state::{KeyScope, StateTxn, VariableDecl};
@@ -26,6 +27,14 @@ pub enum GuestProblem {
     },
     /// The call ran past its deadline.
     Timeout(Duration),
+    /// The guest slept, or waited on `wasi:io/poll`, for something that cannot happen
+    /// while the batch clock stands still; the call is stopped instead of blocking.
+    Waited {
+        /// How long it would have waited (`None`: not on a clock deadline).
+        wait: Option<Duration>,
+        /// The call deadline it would have blocked past.
+        call_timeout: Duration,
+    },
     /// The guest tried to grow its memory past the cap.
     MemoryCap {
         /// The cap in bytes.
@@ -71,6 +80,15 @@ impl fmt::Display for GuestError {
                 f,
                 "module '{module}' ran past its {} ms deadline in {place}; fix the endless loop, or raise operator.call-timeout-ms if the work is legitimate",
                 limit.as_millis()
+            ),
+            GuestProblem::Waited { wait, call_timeout } => write!(
+                f,
+                "module '{module}' {} in {place}; time inside the sandbox stands still at the batch's processing time, so no sleep or wait can end: the call was stopped rather than left blocking past operator.call-timeout-ms ({} ms); remove the sleep or wait from the processor",
+                wait.map_or_else(
+                    || "waited on wasi:io/poll with nothing ready".to_string(),
+                    |wait| format!("tried to sleep {}", describe_wait(wait))
+                ),
+                call_timeout.as_millis()
             ),
             GuestProblem::MemoryCap { cap_bytes, requested_bytes } => write!(
                 f,
@@ -236,6 +254,9 @@ impl ProcessorInstance {
         let data = self.store.data();
         if failure.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
             return GuestProblem::Timeout(self.limits.call_timeout);
+        }
+        if let Some(refused) = failure.downcast_ref::<WaitRefused>() {
+            return GuestProblem::Waited { wait: refused.wait, call_timeout: self.limits.call_timeout };
         }
         if let Some(requested_bytes) = data.memory.refused_at {
             return GuestProblem::MemoryCap { cap_bytes: data.memory.cap_bytes(), requested_bytes };

@@ -5,6 +5,7 @@
 //! - `runtime.rs`: the engine, the compiled-module cache, the contract-version check;
 //! - `instance.rs`: one instance and its calls, each under a deadline and a memory cap;
 //! - `sandbox.rs`: what WASI gives a guest (batch clock, seeded random, captured output);
+//! - `waits.rs`: sleeps and `wasi:io/poll` answered against the batch clock, never blocking;
 //! - `bindings.rs`: the `processor` world's bindings;
 //! - `host/`: one file per imported WIT interface (`state`, `timers`, `logging`).
 
@@ -13,6 +14,7 @@ mod host;
 mod instance;
 mod runtime;
 mod sandbox;
+mod waits;
 
 pub use instance::{GuestError, GuestProblem, ProcessorInstance};
 pub use runtime::{Module, WasmRuntime};

@@ -60,6 +60,7 @@ impl WasmRuntime {
         start_epoch_ticker(&engine);
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(anyhow::Error::from)?;
+        super::waits::add_to_linker(&mut linker).map_err(anyhow::Error::from)?;
         Processor::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |state| state)
             .map_err(anyhow::Error::from)?;
         Ok(Self { engine, linker: Arc::new(linker), cache_dir })

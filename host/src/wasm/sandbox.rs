@@ -24,6 +24,8 @@ struct ClockState {
     now_us: i64,
     /// SplitMix64 state, reseeded from the batch id at each batch.
     rng: u64,
+    /// The shortest wait a clock deadline found ahead of it since it was last taken.
+    shortest_wait: Option<Duration>,
 }
 
 impl BatchClock {
@@ -32,6 +34,17 @@ impl BatchClock {
         let mut state = self.inner.lock().unwrap_or_else(|poison| poison.into_inner());
         state.now_us = now_us;
         state.rng = batch_id ^ 0x6a09_e667_f3bc_c909;
+    }
+
+    /// Notes that a clock deadline is `wait` ahead of the batch clock.
+    pub(super) fn note_wait(&self, wait: Duration) {
+        let mut state = self.inner.lock().unwrap_or_else(|poison| poison.into_inner());
+        state.shortest_wait = Some(state.shortest_wait.map_or(wait, |shortest| shortest.min(wait)));
+    }
+
+    /// The shortest wait noted since the last call, forgotten.
+    pub(super) fn take_shortest_wait(&self) -> Option<Duration> {
+        self.inner.lock().unwrap_or_else(|poison| poison.into_inner()).shortest_wait.take()
     }
 
     fn now_us(&self) -> i64 {

@@ -41,6 +41,7 @@
 //! | `fail`            | v         | the call returns `Err(v)` (default `scripted failure`) |
 //! | `trap`            | —         | panics with `scripted trap` (the instance traps) |
 //! | `loop`            | —         | never returns (for the host's call deadline)    |
+//! | `sleep`           | v         | `null`; sleeps v seconds (`std::thread::sleep`) |
 //! | `grow`            | —         | allocates 1 MiB blocks until memory runs out    |
 //! | `alloc`           | v         | `null`; allocates and touches v MiB, then frees them |
 //! | `open-undeclared` | name      | opens value state `name` (default `undeclared`) without declaring it: the host traps |
@@ -220,6 +221,11 @@ impl Scripted {
             "fail" => Err(Error::msg(cmd.v.unwrap_or("scripted failure"))),
             "trap" => panic!("scripted trap"),
             "loop" => spin(),
+            "sleep" => {
+                let seconds: f64 = cmd.v()?.parse().map_err(|_| Error::msg("sleep: v is a number of seconds"))?;
+                std::thread::sleep(Duration::from_secs_f64(seconds));
+                null()
+            }
             "grow" => grow(),
             "alloc" => {
                 let mib: usize = cmd.v()?.parse().map_err(|_| Error::msg("alloc: v is a MiB count"))?;

@@ -248,6 +248,7 @@ pub(crate) mod tests {
                 metrics: [("numBadRecords".to_string(), "0".to_string())].into(),
             }],
             sink: SinkProgress { description: "FileSink[/out]".into(), num_output_rows: 12, metrics: BTreeMap::new() },
+            top_keys: TopKeys::default(),
         }
     }
 

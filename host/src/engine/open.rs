@@ -38,7 +38,7 @@ pub(super) fn open_parts(
 ) -> Result<Parts> {
     let existing = Metadata::read(&checkpoint.metadata_file())?;
     let store = StateStore::open(&checkpoint.store_dir())?;
-    let processor = open_processor(pipeline, &store, checkpoint, module_cache)?;
+    let mut processor = open_processor(pipeline, &store, checkpoint, module_cache)?;
     let sources = pipeline
         .sources
         .iter()
@@ -52,6 +52,7 @@ pub(super) fn open_parts(
         pipeline_fingerprint(pipeline),
         pipeline.operator.key_groups,
     )?;
+    processor.set_query_id(&metadata.id);
     Ok(Parts { store, stages: vec![Box::new(processor)], sources, sink, query_id: metadata.id })
 }
 
@@ -80,6 +81,8 @@ fn open_processor(
         initial_state_schema: spec.initial_state.as_ref().map(|initial| initial.schema.clone()),
         event_time_column,
         key_group_range: 0..spec.key_groups,
+        // Known once the metadata is recorded, after the state was found compatible.
+        query_id: String::new(),
     };
     let mut operator = ShardedOperator::open(&module, &first.schema, options, spec.parallelism)?;
     let state_schema = OperatorStateSchema {

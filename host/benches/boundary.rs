@@ -61,6 +61,7 @@ fn processors(c: &mut Criterion) {
                 initial_state_schema: None,
                 event_time_column: None,
                 key_group_range: 0..128,
+                query_id: "boundary-bench".into(),
             };
             let mut operator = WasmOperator::open(&module, &purchases_schema(), options).expect("operator");
             let input = purchases(rows_per_key);

@@ -1,6 +1,7 @@
 //! Helpers for eddy's end-to-end tests: where the built components and the `eddy`
 //! binary are, and a driver for the `scripted` test processor.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -45,6 +46,9 @@ pub fn scripted_schema() -> SchemaRef {
     let field = |name: &str| Field::new(name, DataType::Utf8, true);
     Arc::new(Schema::new(vec![field("key"), field("op"), field("name"), field("k"), field("v")]))
 }
+
+/// The query id [`Scripted::new`] and [`Scripted::open`] run as.
+pub const TEST_QUERY_ID: &str = "0b9e2c1d-3f4a-4e5b-8c6d-7e8f9a0b1c2d";
 
 /// One command for the `scripted` processor.
 #[derive(Clone, Copy, Debug)]
@@ -94,15 +98,37 @@ pub struct Scripted {
 impl Scripted {
     /// A processor declaring what `config` says, on a fresh store.
     pub fn new(config: serde_json::Value, limits: InstanceLimits) -> Self {
+        Self::new_shard(config, limits, TEST_QUERY_ID, 0..16)
+    }
+
+    /// Like [`Scripted::new`], as the shard owning `key_group_range` (of 16) of the
+    /// query `query_id`.
+    pub fn new_shard(
+        config: serde_json::Value,
+        limits: InstanceLimits,
+        query_id: &str,
+        key_group_range: Range<u16>,
+    ) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let store = StateStore::open(&dir.path().join("state")).expect("store opens");
-        let mut this = Self::open(&load("scripted"), store, config, limits);
+        let mut this = Self::open_shard(&load("scripted"), store, config, limits, query_id, key_group_range);
         this._dir = Some(dir);
         this
     }
 
     /// A processor over an existing store (e.g. after a restart).
     pub fn open(module: &Module, store: StateStore, config: serde_json::Value, limits: InstanceLimits) -> Self {
+        Self::open_shard(module, store, config, limits, TEST_QUERY_ID, 0..16)
+    }
+
+    fn open_shard(
+        module: &Module,
+        store: StateStore,
+        config: serde_json::Value,
+        limits: InstanceLimits,
+        query_id: &str,
+        key_group_range: Range<u16>,
+    ) -> Self {
         let options = OperatorOptions {
             operator_id: 0,
             key_columns: vec!["key".into()],
@@ -112,7 +138,8 @@ impl Scripted {
             limits,
             initial_state_schema: None,
             event_time_column: None,
-            key_group_range: 0..16,
+            key_group_range,
+            query_id: query_id.to_string(),
         };
         let operator = WasmOperator::open(module, &scripted_schema(), options).expect("operator opens");
         let next_batch = store.committed_batch().expect("readable").map_or(0, |id| id + 1);

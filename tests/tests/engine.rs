@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use eddy::contract::Scalar;
 use eddy::engine::{BatchMetrics, RunOptions, RunSummary, run_pipeline};
 use eddy::pipeline::Pipeline;
 use eddy_tests::repo_root;
@@ -282,4 +283,44 @@ fn the_checkpoint_keeps_only_the_retained_batches() {
     assert_eq!(names("state/snapshots"), ["4"], "the newest snapshot at or before the oldest retained batch");
     let metadata = std::fs::read_to_string(dir.path().join("checkpoint/metadata")).expect("metadata");
     assert!(metadata.contains("\"keyGroups\": 128"), "{metadata}");
+}
+
+/// The random numbers the `scripted` processor drew, one per key, in a query of its
+/// own (checkpoint in `dir`) with two shards.
+fn random_draws(dir: &Path, keys: &[&str]) -> Vec<String> {
+    std::fs::create_dir_all(dir.join("input")).expect("input dir");
+    let lines: String = keys.iter().map(|key| format!("{{\"key\":\"{key}\",\"op\":\"sandbox.random\"}}\n")).collect();
+    std::fs::write(dir.join("input/commands.jsonl"), lines).expect("file");
+    let wasm = repo_root().join("build/wasm/scripted.wasm");
+    let spec = format!(
+        "[[source]]\nformat = \"json\"\npath = \"input\"\nschema = \"key STRING, op STRING, name STRING, k STRING, v STRING\"\n\n\
+         [operator]\nmodule = {wasm:?}\nkey = [\"key\"]\noutput-mode = \"update\"\nparallelism = 2\n\n\
+         [sink]\nformat = \"json\"\npath = \"out\"\n\n[trigger]\nonce = true\n"
+    );
+    let (summary, _) = run(dir, &spec, RunOptions::default());
+    assert_eq!(summary.input_rows, keys.len() as u64);
+    let part = std::fs::read_to_string(dir.join("out/part-00000.jsonl")).expect("part");
+    let rows: Vec<serde_json::Value> = part.lines().map(|line| serde_json::from_str(line).expect("json")).collect();
+    rows.iter().map(|row| row["result"].as_str().expect("a result").to_string()).collect()
+}
+
+#[test]
+fn shards_and_queries_draw_different_random_numbers() {
+    // Each shard (key groups 0..64 and 64..128) draws one number per key of its own.
+    let keys = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"];
+    let groups: Vec<u16> = keys
+        .iter()
+        .map(|key| eddy::state::key::key_group(&eddy::state::key::encode(&[Scalar::Utf8(key.to_string())]), 128))
+        .collect();
+    assert!(groups.iter().any(|g| *g < 64) && groups.iter().any(|g| *g >= 64), "both shards get keys: {groups:?}");
+    let first = tempfile::tempdir().expect("temp dir");
+    let drawn = random_draws(first.path(), &keys);
+    assert_eq!(drawn.len(), keys.len());
+    let mut distinct = drawn.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), drawn.len(), "two shards drew the same number: {drawn:?}");
+    let second = tempfile::tempdir().expect("temp dir");
+    let other_query = random_draws(second.path(), &keys);
+    assert!(other_query.iter().all(|n| !drawn.contains(n)), "{drawn:?} {other_query:?}");
 }

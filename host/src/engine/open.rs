@@ -41,7 +41,7 @@ pub(super) fn open_parts(
     let existing = Metadata::read(&checkpoint.metadata_file())?;
     let store = StateStore::open(&checkpoint.store_dir())?;
     let mut schemas_to_record = Vec::new();
-    let processor = open_processor(pipeline, &store, checkpoint, module_cache, &mut schemas_to_record)?;
+    let mut processor = open_processor(pipeline, &store, checkpoint, module_cache, &mut schemas_to_record)?;
     let sources = pipeline
         .sources
         .iter()
@@ -55,6 +55,7 @@ pub(super) fn open_parts(
         pipeline_fingerprint(pipeline),
         pipeline.operator.key_groups,
     )?;
+    processor.set_query_id(&metadata.id);
     let owner = SinkOwner { query_id: metadata.id.clone(), checkpoint: checkpoint.root().to_path_buf(), new_query };
     let sink = crate::sink::open(&pipeline.sink, &owner)?;
     Ok(Parts { store, stages: vec![Box::new(processor)], sources, sink, query_id: metadata.id, schemas_to_record })
@@ -87,6 +88,8 @@ fn open_processor(
         initial_state_schema: spec.initial_state.as_ref().map(|initial| initial.schema.clone()),
         event_time_column,
         key_group_range: 0..spec.key_groups,
+        // Known once the metadata is recorded, after the state was found compatible.
+        query_id: String::new(),
     };
     let mut operator = ShardedOperator::open(&module, &first.schema, options, spec.parallelism)?;
     let state_schema = OperatorStateSchema {

@@ -65,6 +65,12 @@ impl ShardedOperator {
         })
     }
 
+    /// Sets the query's id in every shard: a new query's id is made once its operator
+    /// opened and its state was found compatible.
+    pub fn set_query_id(&mut self, query_id: &str) {
+        self.shards.iter_mut().for_each(|shard| shard.set_query_id(query_id));
+    }
+
     /// Hands `rows` to `handle-initial-state` in the next batch (the query's first).
     pub fn start_from(&mut self, rows: RecordBatch) {
         self.initial_state = Some(rows);

@@ -19,7 +19,7 @@ use crate::contract::{
 };
 use crate::pipeline::{InstanceLimits, Limit, show_bytes};
 use crate::state::{KeyScope, StateKind, StateTxn, Timers, VariableDecl, evict_expired, key};
-use crate::wasm::{Module, ProcessorInstance};
+use crate::wasm::{Module, ProcessorInstance, RandomScope};
 
 /// How many keys' value and list state is read ahead in one batched lookup.
 const PREFETCH_KEYS: usize = 1024;
@@ -45,6 +45,9 @@ pub struct OperatorOptions {
     pub event_time_column: Option<String>,
     /// The key groups this instance owns (timers and TTL eviction act on these only).
     pub key_group_range: Range<u16>,
+    /// The query's id (the checkpoint's metadata): with the batch id and the first key
+    /// group, it seeds the guest's random numbers.
+    pub query_id: String,
 }
 
 /// What one batch of an operator produced.
@@ -173,7 +176,7 @@ impl WasmOperator {
         groups: &[KeyRows],
         time: BatchTime,
     ) -> Result<OperatorOutput> {
-        self.instance.start_batch(txn, time.processing_time, time.batch_id);
+        self.start_batch(txn, time);
         self.calls = CallStats::default();
         self.instance.take_timers_registered();
         let mut outputs = OutputRows::new(self.output_schema.clone());
@@ -215,7 +218,7 @@ impl WasmOperator {
             .iter()
             .map(|column| schema.index_of(column).map_err(|_| anyhow!("the initial state lacks key column '{column}'")))
             .collect::<Result<Vec<_>>>()?;
-        self.instance.start_batch(txn, time.processing_time, time.batch_id);
+        self.start_batch(txn, time);
         let result = (|| {
             let grouped = group_by_key(rows, &key_indices, self.options.key_groups);
             let owned = grouped.keys().into_iter().filter(|k| self.options.key_group_range.contains(&k.key_group));
@@ -227,6 +230,22 @@ impl WasmOperator {
         })();
         let txn = self.instance.finish_batch().context("the batch's state transaction went missing")?;
         result.map(|()| txn)
+    }
+
+    /// Starts a batch in the instance, its random numbers drawn from this query, this
+    /// batch and this shard.
+    fn start_batch(&mut self, txn: StateTxn, time: BatchTime) {
+        let random = RandomScope {
+            query_id: &self.options.query_id,
+            batch_id: time.batch_id,
+            shard: self.options.key_group_range.start,
+        };
+        self.instance.start_batch(txn, time.processing_time, random);
+    }
+
+    /// Sets the query's id (see [`OperatorOptions::query_id`]).
+    pub fn set_query_id(&mut self, query_id: &str) {
+        self.options.query_id = query_id.to_string();
     }
 
     fn scope(&self, key_group: u16, encoded: Vec<u8>, time: BatchTime) -> KeyScope {

@@ -10,6 +10,7 @@ use wasmtime::{Store, Trap};
 use super::bindings::Processor;
 use super::host::HostState;
 use super::runtime::{EPOCH_TICK, Module};
+use super::sandbox::RandomScope;
 use super::waits::{WaitRefused, describe as describe_wait};
 use crate::contract::{ExpiredTimer, InitContext, ProcessorSpec, RowBatch, Scalar, TimerValues};
 use crate::pipeline::InstanceLimits;
@@ -145,10 +146,10 @@ impl ProcessorInstance {
         Ok(spec)
     }
 
-    /// Starts a batch: its state transaction, processing time and random seed.
-    pub fn start_batch(&mut self, txn: StateTxn, processing_time: i64, batch_id: u64) {
+    /// Starts a batch: its state transaction, processing time and random stream.
+    pub fn start_batch(&mut self, txn: StateTxn, processing_time: i64, random: RandomScope<'_>) {
         let data = self.store.data_mut();
-        data.clock.start_batch(processing_time, batch_id);
+        data.clock.start_batch(processing_time, random);
         data.scope.start_batch(txn);
     }
 

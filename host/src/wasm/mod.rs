@@ -18,3 +18,4 @@ mod waits;
 
 pub use instance::{GuestError, GuestProblem, ProcessorInstance};
 pub use runtime::{Module, WasmRuntime};
+pub use sandbox::RandomScope;

@@ -1,16 +1,29 @@
 //! The deterministic sandbox a guest runs in: WASI clocks that answer the batch's
-//! processing time, randomness seeded from the batch id, captured stdout/stderr,
-//! and a memory cap.
+//! processing time, randomness seeded from the query, the batch and the shard,
+//! captured stdout/stderr, and a memory cap.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use sha2::{Digest, Sha256};
 use wasmtime::ResourceLimiter;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder};
+
+/// What makes a batch's random numbers its own: a replay of the batch draws the same
+/// stream, any other shard, query or batch another one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RandomScope<'a> {
+    /// The query's id (from the checkpoint's metadata).
+    pub query_id: &'a str,
+    /// The batch.
+    pub batch_id: u64,
+    /// The shard: the first key group it owns.
+    pub shard: u16,
+}
 
 /// The batch's clock and seed, shared between the host and the guest's WASI context.
 #[derive(Clone, Default)]
@@ -22,18 +35,18 @@ pub struct BatchClock {
 struct ClockState {
     /// Processing time of the current batch, microseconds since the epoch.
     now_us: i64,
-    /// SplitMix64 state, reseeded from the batch id at each batch.
-    rng: u64,
+    /// The guest's random stream, reseeded at each batch.
+    random: HashStream,
     /// The shortest wait a clock deadline found ahead of it since it was last taken.
     shortest_wait: Option<Duration>,
 }
 
 impl BatchClock {
-    /// Sets the time and the random seed for the next batch.
-    pub fn start_batch(&self, now_us: i64, batch_id: u64) {
+    /// Sets the time and the random stream for the next batch.
+    pub fn start_batch(&self, now_us: i64, random: RandomScope<'_>) {
         let mut state = self.inner.lock().unwrap_or_else(|poison| poison.into_inner());
         state.now_us = now_us;
-        state.rng = batch_id ^ 0x6a09_e667_f3bc_c909;
+        state.random = HashStream::new(random);
     }
 
     /// Notes that a clock deadline is `wait` ahead of the batch clock.
@@ -51,13 +64,53 @@ impl BatchClock {
         self.inner.lock().unwrap_or_else(|poison| poison.into_inner()).now_us
     }
 
+    fn fill(&self, dst: &mut [u8]) {
+        self.inner.lock().unwrap_or_else(|poison| poison.into_inner()).random.fill(dst);
+    }
+
     fn next_u64(&self) -> u64 {
-        let mut state = self.inner.lock().unwrap_or_else(|poison| poison.into_inner());
-        state.rng = state.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        let mut bytes = [0; 8];
+        self.fill(&mut bytes);
+        u64::from_le_bytes(bytes)
+    }
+}
+
+/// A deterministic random stream: SHA-256 in counter mode under a 256-bit key
+/// derived from a [`RandomScope`], so that streams of different scopes do not
+/// overlap (a 64-bit seed would make UUIDs of 2³² batches collide).
+#[derive(Default)]
+struct HashStream {
+    key: [u8; 32],
+    counter: u64,
+    block: [u8; 32],
+    /// How many bytes of `block` were handed out (32 before the first).
+    used: usize,
+}
+
+impl HashStream {
+    fn new(scope: RandomScope<'_>) -> Self {
+        let mut hasher = Sha256::new();
+        hasher.update(b"eddy guest random v1\0");
+        hasher.update((scope.query_id.len() as u64).to_le_bytes());
+        hasher.update(scope.query_id.as_bytes());
+        hasher.update(scope.batch_id.to_le_bytes());
+        hasher.update(scope.shard.to_le_bytes());
+        Self { key: hasher.finalize().into(), counter: 0, block: [0; 32], used: 32 }
+    }
+
+    fn fill(&mut self, dst: &mut [u8]) {
+        for byte in dst {
+            if self.used >= self.block.len() {
+                let mut hasher = Sha256::new();
+                hasher.update(self.key);
+                hasher.update(self.counter.to_le_bytes());
+                self.block = hasher.finalize().into();
+                self.counter += 1;
+                self.used = 0;
+            }
+            *byte = self.block[self.used];
+            self.used += 1;
+        }
     }
 }
 
@@ -88,10 +141,7 @@ impl rand_core::TryRng for BatchClock {
         Ok(self.next_u64())
     }
     fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Infallible> {
-        for chunk in dst.chunks_mut(8) {
-            let bytes = self.next_u64().to_le_bytes();
-            chunk.copy_from_slice(&bytes[..chunk.len()]);
-        }
+        self.fill(dst);
         Ok(())
     }
 }
@@ -211,5 +261,47 @@ impl ResourceLimiter for MemoryCap {
 
     fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         Ok(desired <= 1_000_000)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn first_bytes(scope: RandomScope<'_>) -> [u8; 48] {
+        let clock = BatchClock::default();
+        clock.start_batch(0, scope);
+        let mut bytes = [0; 48];
+        clock.fill(&mut bytes[..5]);
+        clock.fill(&mut bytes[5..]);
+        bytes
+    }
+
+    #[test]
+    fn the_stream_is_the_scope_s_and_only_the_scope_s() {
+        let scope = RandomScope { query_id: "8c1f7a52-5d0e-4f6b-9a3e-2b7c4d1e0f9a", batch_id: 7, shard: 64 };
+        let stream = first_bytes(scope);
+        assert_eq!(first_bytes(scope), stream, "a replay draws the same stream");
+        // The stream is SHA-256 in counter mode under the scope's key.
+        let key: [u8; 32] = Sha256::new()
+            .chain_update(b"eddy guest random v1\0")
+            .chain_update(36u64.to_le_bytes())
+            .chain_update(scope.query_id)
+            .chain_update(7u64.to_le_bytes())
+            .chain_update(64u16.to_le_bytes())
+            .finalize()
+            .into();
+        let block = |counter: u64| -> [u8; 32] {
+            Sha256::new().chain_update(key).chain_update(counter.to_le_bytes()).finalize().into()
+        };
+        assert_eq!(stream[..32], block(0));
+        assert_eq!(stream[32..], block(1)[..16]);
+        for other in [
+            RandomScope { shard: 0, ..scope },
+            RandomScope { batch_id: 8, ..scope },
+            RandomScope { query_id: "another query", ..scope },
+        ] {
+            assert_ne!(first_bytes(other)[..16], stream[..16], "{other:?}");
+        }
     }
 }

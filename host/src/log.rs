@@ -54,6 +54,13 @@ pub fn warn(message: &str) {
     }
 }
 
+/// Detail from eddy itself, for debugging.
+pub fn debug(message: &str) {
+    if rank(Level::Debug) >= threshold() {
+        eprintln!("eddy: debug: {message}");
+    }
+}
+
 /// Information from eddy itself.
 pub fn info(message: &str) {
     if rank(Level::Info) >= threshold() {

@@ -6,11 +6,20 @@ use std::time::Duration;
 use eddy::pipeline::InstanceLimits;
 use eddy::state::StateStore;
 use eddy::wasm::{GuestError, GuestProblem, WasmRuntime};
-use eddy_tests::{Scripted, cmd, load, wasm};
+use eddy_tests::{Scripted, cmd, load, repo_root, wasm};
 use serde_json::json;
 
 fn value_config() -> serde_json::Value {
     json!({"time_mode": "none", "state": [{"name": "v", "kind": "value"}]})
+}
+
+/// `file:line:column` (1-based) of the first occurrence of `code` in the repository
+/// file `path`: where a panic there is reported.
+fn source_location(path: &str, code: &str) -> String {
+    let text = std::fs::read_to_string(repo_root().join(path)).expect("source");
+    let (index, line) = text.lines().enumerate().find(|(_, line)| line.contains(code)).expect("code in source");
+    let column = line.find(code).expect("code in line") + 1;
+    format!("{path}:{}:{column}", index + 1)
 }
 
 fn guest_error(error: &anyhow::Error) -> &GuestError {
@@ -32,12 +41,24 @@ fn a_trap_names_module_function_and_key_and_commits_nothing() {
         (guest.module.as_str(), guest.function, guest.key.as_deref()),
         ("scripted.wasm", "handle-input-rows", Some(r#"["boom"]"#))
     );
-    let GuestProblem::Trap { message, output } = &guest.problem else { panic!("not a trap: {guest}") };
-    assert_eq!(message, "wasm trap: wasm `unreachable` instruction executed");
-    assert!(output.contains("scripted trap"), "the panic message is shown: {output}");
-    assert!(
-        error.to_string().starts_with(r#"module 'scripted.wasm' trapped in handle-input-rows for key ["boom"]: wasm trap: wasm `unreachable` instruction executed (guest output: "#),
-        "{error}"
+    // The panic's whole message, as the guest's source says where it is; no advice to
+    // set RUST_BACKTRACE, which the sandbox has no environment for.
+    let panic_at = source_location("tests/guests/scripted/src/lib.rs", "panic!(\"scripted trap\")");
+    let panic_output = format!("thread '<unnamed>' (1) panicked at {panic_at}:\nscripted trap");
+    assert_eq!(
+        guest.problem,
+        GuestProblem::Trap {
+            message: "wasm trap: wasm `unreachable` instruction executed".into(),
+            output: panic_output.clone()
+        }
+    );
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "module 'scripted.wasm' trapped in handle-input-rows for key [\"boom\"]: wasm trap: wasm `unreachable` \
+             instruction executed\nguest output:\n  {}",
+            panic_output.replace('\n', "\n  ")
+        )
     );
     // The failed batch left nothing: a new instance on the same store sees batch 0's value.
     assert_eq!(store.committed_batch().expect("readable"), Some(0));
@@ -120,4 +141,67 @@ fn compiled_modules_are_cached_on_disk() {
     let again =
         WasmRuntime::new(Some(cache.path().to_path_buf())).expect("runtime").load(&wasm("noop")).expect("from cache");
     assert_eq!(again.sha256, first.sha256);
+}
+
+#[test]
+fn the_whole_output_of_a_failing_call_is_shown_up_to_4_kib() {
+    // A Python-like traceback: its message is on its last lines but one.
+    let traceback = "Traceback (most recent call last):\n  File \"processor.py\", line 12, in handle\n    total += row[\"amount\"]\nTypeError: unsupported operand type(s) for +=: 'int' and 'str'\n";
+    let mut p = Scripted::new(value_config(), InstanceLimits::default());
+    let error = p.run(1_000, &[cmd("k", "print", "").v(traceback), cmd("k", "trap", "")]).expect_err("traps");
+    let GuestProblem::Trap { output, .. } = &guest_error(&error).problem else { panic!("not a trap: {error}") };
+    assert!(output.starts_with(traceback), "{output}");
+    assert!(output.ends_with("scripted trap"), "{output}");
+
+    // 10 000 bytes and the panic written: the last 4 KiB are shown, after a mark.
+    let long = format!("{}\n", "x".repeat(9_999));
+    let mut p = Scripted::new(value_config(), InstanceLimits::default());
+    let error = p.run(1_000, &[cmd("k", "print", "").v(&long), cmd("k", "trap", "")]).expect_err("traps");
+    let GuestProblem::Trap { output, .. } = &guest_error(&error).problem else { panic!("not a trap: {error}") };
+    let kept = output.strip_prefix('…').expect("marked as cut");
+    assert!(kept.len() <= 4096 && kept.starts_with("xxx"), "{} bytes: {kept}", kept.len());
+    let x_run = kept.bytes().take_while(|b| *b == b'x').count();
+    assert!(x_run > 4096 - 300 && x_run < 9_999, "{x_run} x kept");
+    assert!(kept.ends_with("scripted trap") && !kept.contains("RUST_BACKTRACE"), "{kept}");
+}
+
+#[test]
+fn a_stack_overflow_is_named_with_the_recursing_function() {
+    // Small frames exhaust wasmtime's call stack; 4 KiB of locals per frame exhaust the
+    // guest's own stack in its linear memory first (an out-of-bounds access).
+    for (how, function) in [("plain", "scripted::recurse_plain"), ("locals", "scripted::recurse_with_locals")] {
+        let mut p = Scripted::new(value_config(), InstanceLimits::default());
+        let error = p.run(1_000, &[cmd("deep", "recurse", "").v(how)]).expect_err("the stack overflows");
+        assert_eq!(
+            guest_error(&error).problem,
+            GuestProblem::StackOverflow { recursing: Some(function.to_string()) },
+            "{how}"
+        );
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "module 'scripted.wasm' overflowed its stack in handle-input-rows for key [\"deep\"] (recursing in \
+                 {function}): deep or endless recursion; bound it, or make it iterative"
+            )
+        );
+    }
+}
+
+#[test]
+fn memory_over_the_cap_at_instantiation_names_the_spec_key_to_raise() {
+    let small = InstanceLimits { memory_cap_bytes: 1 << 20, ..InstanceLimits::default() };
+    let error = load("scripted").instantiate(small).err().expect("its memory is over 1 MiB from the start");
+    let GuestProblem::MemoryCap { cap_bytes, requested_bytes } = guest_error(&error).problem else {
+        panic!("not a memory-cap error: {error}");
+    };
+    assert_eq!(cap_bytes, 1 << 20);
+    assert!(requested_bytes > cap_bytes, "asked for {requested_bytes}");
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "module 'scripted.wasm' exceeded its memory cap of 1 MiB in instantiation (it asked for {} MiB); keep \
+             less in guest memory, or raise operator.memory-limit-mb",
+            requested_bytes.div_ceil(1 << 20)
+        )
+    );
 }

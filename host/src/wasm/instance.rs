@@ -1,111 +1,19 @@
 //! A long-lived instance of a processor module and the calls into it, each under a
 //! deadline and a memory cap, with failures turned into errors that name the
-//! module, the function and the key.
+//! module, the function and the key ([`super::guest_error`]).
 
-use std::fmt;
 use std::time::Duration;
 
-use wasmtime::{Store, Trap};
+use wasmtime::Store;
 
 use super::bindings::Processor;
+use super::guest_error::{GuestError, GuestProblem, caused_by_guest, classify};
 use super::host::HostState;
 use super::runtime::{EPOCH_TICK, Module};
 use super::sandbox::RandomScope;
-use super::waits::{WaitRefused, describe as describe_wait};
 use crate::contract::{ExpiredTimer, InitContext, ProcessorSpec, RowBatch, Scalar, TimerValues};
 use crate::pipeline::InstanceLimits;
 use crate::state::{KeyScope, StateTxn, VariableDecl};
-
-/// What went wrong inside a guest call.
-#[derive(Debug, Clone, PartialEq)]
-pub enum GuestProblem {
-    /// The guest trapped (a panic, an invalid operation, or a host call it misused).
-    Trap {
-        /// The trap or the refused host call.
-        message: String,
-        /// The last lines the guest printed (a Rust panic prints its message there).
-        output: String,
-    },
-    /// The call ran past its deadline.
-    Timeout(Duration),
-    /// The guest slept, or waited on `wasi:io/poll`, for something that cannot happen
-    /// while the batch clock stands still; the call is stopped instead of blocking.
-    Waited {
-        /// How long it would have waited (`None`: not on a clock deadline).
-        wait: Option<Duration>,
-        /// The call deadline it would have blocked past.
-        call_timeout: Duration,
-    },
-    /// The guest tried to grow its memory past the cap.
-    MemoryCap {
-        /// The cap in bytes.
-        cap_bytes: usize,
-        /// The size it asked for.
-        requested_bytes: usize,
-    },
-    /// The guest returned an error.
-    Failed(String),
-    /// An earlier failure left the instance unusable.
-    Poisoned,
-}
-
-/// A failed guest call: which module, which function, which key, and what happened.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GuestError {
-    /// The module's file name.
-    pub module: String,
-    /// The exported function, as named in the WIT contract.
-    pub function: &'static str,
-    /// The key of the call, if it was keyed.
-    pub key: Option<String>,
-    /// What happened.
-    pub problem: GuestProblem,
-}
-
-impl fmt::Display for GuestError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let module = &self.module;
-        let function = self.function;
-        let place = match &self.key {
-            Some(key) => format!("{function} for key {key}"),
-            None => function.to_string(),
-        };
-        match &self.problem {
-            GuestProblem::Trap { message, output } if output.is_empty() => {
-                write!(f, "module '{module}' trapped in {place}: {message}")
-            }
-            GuestProblem::Trap { message, output } => {
-                write!(f, "module '{module}' trapped in {place}: {message} (guest output: {output})")
-            }
-            GuestProblem::Timeout(limit) => write!(
-                f,
-                "module '{module}' ran past its {} ms deadline in {place}; fix the endless loop, or raise operator.call-timeout-ms if the work is legitimate",
-                limit.as_millis()
-            ),
-            GuestProblem::Waited { wait, call_timeout } => write!(
-                f,
-                "module '{module}' {} in {place}; time inside the sandbox stands still at the batch's processing time, so no sleep or wait can end: the call was stopped rather than left blocking past operator.call-timeout-ms ({} ms); remove the sleep or wait from the processor",
-                wait.map_or_else(
-                    || "waited on wasi:io/poll with nothing ready".to_string(),
-                    |wait| format!("tried to sleep {}", describe_wait(wait))
-                ),
-                call_timeout.as_millis()
-            ),
-            GuestProblem::MemoryCap { cap_bytes, requested_bytes } => write!(
-                f,
-                "module '{module}' exceeded its memory cap of {} MiB in {place} (it asked for {} MiB); keep less in guest memory, or raise operator.memory-limit-mb",
-                cap_bytes >> 20,
-                requested_bytes.div_ceil(1 << 20)
-            ),
-            GuestProblem::Failed(message) => write!(f, "module '{module}' failed in {place}: {message}"),
-            GuestProblem::Poisoned => {
-                write!(f, "module '{module}' cannot run {place}: an earlier failure left its instance unusable")
-            }
-        }
-    }
-}
-
-impl std::error::Error for GuestError {}
 
 /// One long-lived instance of a processor module.
 pub struct ProcessorInstance {
@@ -116,17 +24,25 @@ pub struct ProcessorInstance {
 }
 
 impl Module {
-    /// Creates a new sandboxed instance with `limits`.
+    /// Creates a new sandboxed instance with `limits`. A failure of the guest's start
+    /// code (its memory over the cap, its deadline, a trap) is a [`GuestError`] for
+    /// `instantiation`.
     pub fn instantiate(&self, limits: InstanceLimits) -> anyhow::Result<ProcessorInstance> {
         let mut store = Store::new(&self.engine, HostState::new(self.name.clone(), limits));
         store.limiter(|state| &mut state.memory);
         store.set_epoch_deadline(ticks(limits.call_timeout));
         store.epoch_deadline_trap();
-        let processor = self
-            .pre
-            .instantiate(&mut store)
-            .map_err(|error| anyhow::anyhow!("cannot instantiate module '{}': {error:#}", self.name))?;
-        Ok(ProcessorInstance { store, processor, limits, poisoned: false })
+        match self.pre.instantiate(&mut store) {
+            Ok(processor) => Ok(ProcessorInstance { store, processor, limits, poisoned: false }),
+            Err(failure) if caused_by_guest(store.data(), &failure) => Err(GuestError {
+                module: self.name.clone(),
+                function: "instantiation",
+                key: None,
+                problem: classify(store.data(), &failure, limits),
+            }
+            .into()),
+            Err(failure) => Err(anyhow::anyhow!("cannot instantiate module '{}': {failure:#}", self.name)),
+        }
     }
 }
 
@@ -245,27 +161,12 @@ impl ProcessorInstance {
             Ok(Err(message)) => Err(error(self, GuestProblem::Failed(message))),
             Err(failure) => {
                 self.poisoned = true;
-                let problem = self.classify(&failure);
-                Err(error(self, problem))
+                if let Some(backtrace) = failure.downcast_ref::<wasmtime::WasmBacktrace>() {
+                    let module = &self.store.data().module;
+                    crate::log::debug(&format!("module '{module}' failed in {function}; {backtrace}"));
+                }
+                Err(error(self, classify(self.store.data(), &failure, self.limits)))
             }
         }
-    }
-
-    fn classify(&self, failure: &wasmtime::Error) -> GuestProblem {
-        let data = self.store.data();
-        if failure.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
-            return GuestProblem::Timeout(self.limits.call_timeout);
-        }
-        if let Some(refused) = failure.downcast_ref::<WaitRefused>() {
-            return GuestProblem::Waited { wait: refused.wait, call_timeout: self.limits.call_timeout };
-        }
-        if let Some(requested_bytes) = data.memory.refused_at {
-            return GuestProblem::MemoryCap { cap_bytes: data.memory.cap_bytes(), requested_bytes };
-        }
-        let message = match failure.downcast_ref::<Trap>() {
-            Some(trap) => trap.to_string(),
-            None => failure.root_cause().to_string(),
-        };
-        GuestProblem::Trap { message, output: data.output.last_lines(2) }
     }
 }

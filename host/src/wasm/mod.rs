@@ -4,18 +4,21 @@
 //! The contract's types live in [`crate::contract`]; here is only the runtime:
 //! - `runtime.rs`: the engine, the compiled-module cache, the contract-version check;
 //! - `instance.rs`: one instance and its calls, each under a deadline and a memory cap;
+//! - `guest_error.rs`: what a failed call or instantiation means, said for the user;
 //! - `sandbox.rs`: what WASI gives a guest (batch clock, seeded random, captured output);
 //! - `waits.rs`: sleeps and `wasi:io/poll` answered against the batch clock, never blocking;
 //! - `bindings.rs`: the `processor` world's bindings;
 //! - `host/`: one file per imported WIT interface (`state`, `timers`, `logging`).
 
 mod bindings;
+mod guest_error;
 mod host;
 mod instance;
 mod runtime;
 mod sandbox;
 mod waits;
 
-pub use instance::{GuestError, GuestProblem, ProcessorInstance};
+pub use guest_error::{GuestError, GuestProblem};
+pub use instance::ProcessorInstance;
 pub use runtime::{Module, WasmRuntime};
 pub use sandbox::RandomScope;

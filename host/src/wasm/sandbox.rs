@@ -146,34 +146,54 @@ impl rand_core::TryRng for BatchClock {
     }
 }
 
-/// The last bytes a guest wrote to stdout/stderr, kept to explain a trap.
+/// What a guest wrote to stdout and stderr during the current call, kept to explain
+/// a trap: at most the last [`OUTPUT_KEPT_BYTES`].
 #[derive(Clone, Default)]
 pub struct GuestOutput {
-    tail: Arc<Mutex<VecDeque<u8>>>,
+    captured: Arc<Mutex<Captured>>,
 }
 
-const OUTPUT_TAIL_BYTES: usize = 4096;
+#[derive(Default)]
+struct Captured {
+    tail: VecDeque<u8>,
+    /// Whether earlier bytes were dropped to keep the tail within bounds.
+    cut: bool,
+}
+
+/// How much of a call's output is kept.
+pub const OUTPUT_KEPT_BYTES: usize = 4096;
 
 impl GuestOutput {
-    /// The captured text's last non-empty lines, joined by " | ".
-    pub fn last_lines(&self, count: usize) -> String {
-        let tail = self.tail.lock().unwrap_or_else(|poison| poison.into_inner());
-        let bytes: Vec<u8> = tail.iter().copied().collect();
-        let text = String::from_utf8_lossy(&bytes);
-        let lines: Vec<&str> = text.lines().map(str::trim).filter(|line| !line.is_empty()).collect();
-        lines[lines.len().saturating_sub(count)..].join(" | ")
+    /// The call's output, whole or (when longer) its last 4 KiB after a `…`, trimmed,
+    /// without the line of a Rust panic that says to set `RUST_BACKTRACE` (the
+    /// sandbox has no environment to set it in).
+    pub fn text(&self) -> String {
+        let captured = self.captured.lock().unwrap_or_else(|poison| poison.into_inner());
+        let bytes: Vec<u8> = captured.tail.iter().copied().collect();
+        // A cut tail may start inside a UTF-8 sequence.
+        let start = if captured.cut { bytes.iter().take_while(|byte| *byte & 0xc0 == 0x80).count() } else { 0 };
+        let text = String::from_utf8_lossy(&bytes[start..]);
+        let lines: Vec<&str> = text.lines().filter(|line| !line.contains("RUST_BACKTRACE")).collect();
+        let body = lines.join("\n");
+        let body = body.trim();
+        if captured.cut && !body.is_empty() { format!("…{body}") } else { body.to_string() }
     }
 
     /// Forgets what was captured (at the start of each call).
     pub fn clear(&self) {
-        self.tail.lock().unwrap_or_else(|poison| poison.into_inner()).clear();
+        let mut captured = self.captured.lock().unwrap_or_else(|poison| poison.into_inner());
+        captured.tail.clear();
+        captured.cut = false;
     }
 
     fn push(&self, bytes: &[u8]) {
-        let mut tail = self.tail.lock().unwrap_or_else(|poison| poison.into_inner());
-        tail.extend(bytes);
-        let excess = tail.len().saturating_sub(OUTPUT_TAIL_BYTES);
-        tail.drain(..excess);
+        let mut captured = self.captured.lock().unwrap_or_else(|poison| poison.into_inner());
+        captured.tail.extend(bytes);
+        let excess = captured.tail.len().saturating_sub(OUTPUT_KEPT_BYTES);
+        if excess > 0 {
+            captured.tail.drain(..excess);
+            captured.cut = true;
+        }
     }
 }
 
@@ -303,5 +323,27 @@ mod tests {
         ] {
             assert_ne!(first_bytes(other)[..16], stream[..16], "{other:?}");
         }
+    }
+
+    #[test]
+    fn a_trap_shows_the_whole_output_up_to_4_kib_without_the_rust_backtrace_hint() {
+        let output = GuestOutput::default();
+        output.push(b"Traceback (most recent call last):\n  File \"p.py\", line 3\nValueError: bad amount\n");
+        assert_eq!(
+            output.text(),
+            "Traceback (most recent call last):\n  File \"p.py\", line 3\nValueError: bad amount"
+        );
+        output.clear();
+        output.push(b"thread '<unnamed>' panicked at src/lib.rs:9:5:\nboom\n");
+        output.push(b"note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n");
+        assert_eq!(output.text(), "thread '<unnamed>' panicked at src/lib.rs:9:5:\nboom");
+        // Over 4 KiB: the last 4 KiB, cut on a character boundary, after a mark.
+        output.clear();
+        output.push(b"first line, dropped\n");
+        // 4097 bytes: the tail starts inside the first "é".
+        output.push(format!("{}!", "é".repeat(OUTPUT_KEPT_BYTES / 2)).as_bytes());
+        assert_eq!(output.text(), format!("…{}!", "é".repeat(OUTPUT_KEPT_BYTES / 2 - 1)));
+        output.clear();
+        assert_eq!(output.text(), "");
     }
 }

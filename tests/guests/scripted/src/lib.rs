@@ -42,6 +42,8 @@
 //! | `trap`            | —         | panics with `scripted trap` (the instance traps) |
 //! | `loop`            | —         | never returns (for the host's call deadline)    |
 //! | `sleep`           | v         | `null`; sleeps v seconds (`std::thread::sleep`) |
+//! | `print`           | v         | `null`; writes v to stderr as it is             |
+//! | `recurse`         | v         | recurses without end: v = `plain` (small frames) or `locals` (4 KiB of locals per frame) |
 //! | `grow`            | —         | allocates 1 MiB blocks until memory runs out    |
 //! | `alloc`           | v         | `null`; allocates and touches v MiB, then frees them |
 //! | `open-undeclared` | name      | opens value state `name` (default `undeclared`) without declaring it: the host traps |
@@ -221,6 +223,15 @@ impl Scripted {
             "fail" => Err(Error::msg(cmd.v.unwrap_or("scripted failure"))),
             "trap" => panic!("scripted trap"),
             "loop" => spin(),
+            "print" => {
+                eprint!("{}", cmd.v()?);
+                null()
+            }
+            "recurse" => match cmd.v()? {
+                "plain" => json(recurse_plain(0)),
+                "locals" => json(recurse_with_locals(0)),
+                other => bail!("recurse: v is `plain` or `locals`, not `{other}`"),
+            },
             "sleep" => {
                 let seconds: f64 = cmd.v()?.parse().map_err(|_| Error::msg("sleep: v is a number of seconds"))?;
                 std::thread::sleep(Duration::from_secs_f64(seconds));
@@ -287,6 +298,27 @@ fn spin() -> ! {
     loop {
         spins = std::hint::black_box(spins.wrapping_add(1));
     }
+}
+
+/// Recurses until the call stack runs out (the condition is never true).
+#[inline(never)]
+fn recurse_plain(depth: u64) -> u64 {
+    if std::hint::black_box(depth) == u64::MAX {
+        return 0;
+    }
+    recurse_plain(depth + 1).wrapping_add(std::hint::black_box(depth))
+}
+
+/// Recurses with 4 KiB of locals per frame, kept in the guest's linear-memory stack.
+#[inline(never)]
+fn recurse_with_locals(depth: u64) -> u64 {
+    let mut locals = [0u8; 4096];
+    locals[depth as usize % 4096] = depth as u8;
+    std::hint::black_box(&mut locals);
+    if std::hint::black_box(depth) == u64::MAX {
+        return 0;
+    }
+    recurse_with_locals(depth + 1).wrapping_add(u64::from(locals[depth as usize % 4096]))
 }
 
 /// Allocates and touches 1 MiB blocks until an allocation fails (which aborts).

@@ -181,7 +181,10 @@ mod tests {
     fn a_deadline_hit_while_instantiating_names_the_spec_key_to_raise() {
         // No guest built here runs code at instantiation (a Rust guest's constructors
         // run in its first call); the trap wasmtime raises there is this one.
-        let data = HostState::new("starts-slowly.wasm".into(), 1 << 20);
+        let data = HostState::new(
+            "starts-slowly.wasm".into(),
+            InstanceLimits { memory_cap_bytes: 1 << 20, ..InstanceLimits::default() },
+        );
         let failure = wasmtime::Error::from(Trap::Interrupt);
         assert!(caused_by_guest(&data, &failure));
         let limits = InstanceLimits { call_timeout: Duration::from_millis(250), ..InstanceLimits::default() };

@@ -141,7 +141,7 @@ fn bad_specs_name_the_file_line_and_what_is_expected() {
     assert_eq!(
         stderr(&eddy(&["run", &spec])),
         format!(
-            "error: {spec}:9: unknown field `parallel`, expected one of `module`, `key`, `output-mode`, `time-mode`, `key-groups`, `parallelism`, `memory-limit-mb`, `call-timeout-ms`, `config`, `initial-state`\n"
+            "error: {spec}:9: operator.parallel: unknown field `parallel`, expected one of `module`, `key`, `output-mode`, `time-mode`, `key-groups`, `parallelism`, `memory-limit-mb`, `call-timeout-ms`, `config`, `initial-state`\n"
         )
     );
 

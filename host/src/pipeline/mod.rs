@@ -5,6 +5,7 @@ mod duration;
 mod model;
 mod schema;
 mod spec;
+mod spec_errors;
 
 pub use duration::parse_duration;
 pub use model::*;

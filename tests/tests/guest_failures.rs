@@ -130,20 +130,6 @@ fn a_module_for_another_contract_version_is_refused() {
 }
 
 #[test]
-fn compiled_modules_are_cached_on_disk() {
-    let cache = tempfile::tempdir().expect("temp dir");
-    let runtime = WasmRuntime::new(Some(cache.path().to_path_buf())).expect("runtime");
-    let first = runtime.load(&wasm("noop")).expect("compiles");
-    let artifacts: Vec<_> = std::fs::read_dir(cache.path()).expect("cache dir").collect();
-    assert_eq!(artifacts.len(), 1, "one artifact per module");
-    let name = artifacts[0].as_ref().expect("entry").file_name().to_string_lossy().into_owned();
-    assert!(name.starts_with(&first.sha256) && name.ends_with(".cwasm"), "{name}");
-    let again =
-        WasmRuntime::new(Some(cache.path().to_path_buf())).expect("runtime").load(&wasm("noop")).expect("from cache");
-    assert_eq!(again.sha256, first.sha256);
-}
-
-#[test]
 fn the_whole_output_of_a_failing_call_is_shown_up_to_4_kib() {
     // A Python-like traceback: its message is on its last lines but one.
     let traceback = "Traceback (most recent call last):\n  File \"processor.py\", line 12, in handle\n    total += row[\"amount\"]\nTypeError: unsupported operand type(s) for +=: 'int' and 'str'\n";

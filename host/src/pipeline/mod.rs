@@ -6,6 +6,7 @@ mod limits;
 mod model;
 mod schema;
 mod spec;
+mod spec_errors;
 
 pub use duration::parse_duration;
 pub use limits::{CHANGE_OVERHEAD_BYTES, InstanceLimits, Limit, parse_size, show_bytes};

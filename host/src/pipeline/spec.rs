@@ -140,10 +140,10 @@ impl Pipeline {
     /// Validates spec `text` as if read from `file`.
     pub fn parse(file: &Path, text: &str) -> Result<Self> {
         let raw: RawPipeline = toml::from_str(text).map_err(|error| {
-            let message = error.message().trim_end().to_string();
-            match error.span() {
-                Some(span) => anyhow!("{}:{}: {message}", file.display(), Locator { file, text }.line(&span)),
-                None => anyhow!("{}: {message}", file.display()),
+            match super::spec_errors::locate(text, error.span(), error.message()) {
+                (Some(line), Some(key), problem) => anyhow!("{}:{line}: {key}: {problem}", file.display()),
+                (Some(line), None, problem) => anyhow!("{}:{line}: {problem}", file.display()),
+                (None, _, problem) => anyhow!("{}: {problem}", file.display()),
             }
         })?;
         let at = Locator { file, text };

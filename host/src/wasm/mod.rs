@@ -2,7 +2,8 @@
 //! cache, the sandbox, the host side of the contract, and instances.
 //!
 //! The contract's types live in [`crate::contract`]; here is only the runtime:
-//! - `runtime.rs`: the engine, the compiled-module cache, the contract-version check;
+//! - `runtime.rs`: the engine, loading modules, the contract-version check;
+//! - `module_cache.rs`: compiled modules on disk, each bound to its module and engine;
 //! - `instance.rs`: one instance and its calls, each under a deadline and a memory cap;
 //! - `guest_error.rs`: what a failed call or instantiation means, said for the user;
 //! - `sandbox.rs`: what WASI gives a guest (batch clock, seeded random, captured output);
@@ -14,6 +15,7 @@ mod bindings;
 mod guest_error;
 mod host;
 mod instance;
+mod module_cache;
 mod runtime;
 mod sandbox;
 mod waits;

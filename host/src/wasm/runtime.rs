@@ -1,7 +1,6 @@
 //! The WebAssembly runtime: one wasmtime engine per process, modules compiled once
-//! and cached on disk, and the contract-version check.
+//! and cached on disk ([`super::module_cache`]), and the contract-version check.
 
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +12,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 use super::bindings::{Processor, ProcessorPre};
 use super::host::HostState;
+use super::module_cache::{ModuleCache, hex};
 use crate::contract::{CONTRACT_PACKAGE, CONTRACT_VERSION};
 
 /// How often the epoch advances; call deadlines are counted in these ticks.
@@ -102,22 +102,36 @@ impl WasmRuntime {
             })
         };
         let Some(dir) = &self.cache_dir else { return compile() };
-        let mut hasher = std::hash::DefaultHasher::new();
-        self.engine.precompile_compatibility_hash().hash(&mut hasher);
-        let file = dir.join(format!("{sha256}-{:016x}.cwasm", hasher.finish()));
-        if file.exists() {
-            // SAFETY: the cache holds only artifacts this process wrote with
-            // `Engine::precompile_component`, named by the engine's compatibility hash;
-            // wasmtime still verifies the header and refuses an incompatible artifact.
-            if let Ok(component) = unsafe { Component::deserialize_file(&self.engine, &file) } {
-                return Ok(component);
+        let cache = match ModuleCache::open(dir, &self.engine) {
+            Ok(cache) => cache,
+            Err(error) => {
+                crate::log::warn(&format!("compiling module '{name}' without the module cache: {error:#}"));
+                return compile();
             }
+        };
+        match cache.read(sha256) {
+            // SAFETY: the artifact carries this module's SHA-256 and this engine's
+            // digest under a MAC only this cache's key makes, so it is what this cache
+            // wrote with `Engine::precompile_component` for this very module; wasmtime
+            // still checks its own header and refuses an incompatible artifact.
+            Ok(Some(artifact)) => match unsafe { Component::deserialize(&self.engine, &artifact) } {
+                Ok(component) => return Ok(component),
+                Err(error) => crate::log::warn(&format!(
+                    "the cached compiled module {} cannot be loaded ({error}); compiling module '{name}' again",
+                    cache.file(sha256).display()
+                )),
+            },
+            Ok(None) => {}
+            Err(problem) => crate::log::warn(&format!(
+                "refusing the cached compiled module {}: {problem:#}; compiling module '{name}' again",
+                cache.file(sha256).display()
+            )),
         }
         let artifact = self.engine.precompile_component(bytes).map_err(|error| {
             anyhow::anyhow!("module '{name}' is not a valid WebAssembly component: {error:#} (build it with `cargo build --target wasm32-wasip2`)")
         })?;
-        if let Err(error) = crate::util::fs::write_atomic(&file, &artifact) {
-            crate::log::warn(&format!("cannot cache the compiled module in {}: {error:#}", file.display()));
+        if let Err(error) = cache.write(sha256, &artifact) {
+            crate::log::warn(&format!("cannot cache the compiled module '{name}': {error:#}"));
         }
         // SAFETY: the bytes were produced by `precompile_component` of this very engine.
         unsafe { Component::deserialize(&self.engine, &artifact) }.map_err(anyhow::Error::from)
@@ -158,10 +172,6 @@ fn compatible(module: &str, host: &str) -> bool {
         (Some((module_major, _)), Some((host_major, _))) => module_major == host_major,
         _ => false,
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] until the engine is dropped.

@@ -1,0 +1,223 @@
+//! The on-disk cache of compiled modules. A compiled artifact is native code that
+//! wasmtime loads without checking what it was compiled from, so each file carries
+//! who it belongs to: a header with the module's SHA-256, the engine's compatibility
+//! digest, and an HMAC-SHA256 over both and the artifact under a secret of this cache
+//! (`cache.key`, created once, readable by its owner only). A file whose header names
+//! another module or engine, or whose MAC does not verify (a swapped, damaged or
+//! foreign file), is refused: the module is compiled again, with a warning, and the
+//! file rewritten.
+//!
+//! `<sha256>-<engine digest, 16 hex>.cwasm`:
+//! `EDDYCW01` · module SHA-256 (32 bytes) · engine digest (32) · MAC (32) · artifact.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+
+const MAGIC: &[u8; 8] = b"EDDYCW01";
+const HEADER_BYTES: usize = MAGIC.len() + 3 * 32;
+const KEY_FILE: &str = "cache.key";
+
+/// A cache directory and its secret.
+pub(super) struct ModuleCache {
+    dir: PathBuf,
+    key: [u8; 32],
+    engine: [u8; 32],
+}
+
+impl ModuleCache {
+    /// Opens the cache in `dir` for `engine`, creating the directory and its secret
+    /// when missing.
+    pub fn open(dir: &Path, engine: &Engine) -> Result<Self> {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create the module cache {}", dir.display()))?;
+        Ok(Self { dir: dir.to_path_buf(), key: cache_key(dir)?, engine: engine_digest(engine) })
+    }
+
+    /// The file of the module whose bytes hash to `module_sha256` (hex).
+    pub fn file(&self, module_sha256: &str) -> PathBuf {
+        self.dir.join(format!("{module_sha256}-{}.cwasm", hex(&self.engine[..8])))
+    }
+
+    /// The artifact cached for `module` (its SHA-256 in hex): `Ok(None)` when there is
+    /// none, an error saying why when the file is there but not this module's.
+    pub fn read(&self, module_sha256: &str) -> Result<Option<Vec<u8>>> {
+        let file = self.file(module_sha256);
+        let mut bytes = match std::fs::read(&file) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(error).with_context(|| format!("cannot read {}", file.display())),
+        };
+        let module = unhex(module_sha256)?;
+        if bytes.len() < HEADER_BYTES || &bytes[..MAGIC.len()] != MAGIC {
+            bail!("it has no eddy header (written by an older eddy, or not by eddy)");
+        }
+        let (header, artifact) = bytes.split_at(HEADER_BYTES);
+        let field = |index: usize| &header[MAGIC.len() + 32 * index..MAGIC.len() + 32 * (index + 1)];
+        if field(0) != module {
+            bail!("it was compiled from another module (SHA-256 {})", hex(field(0)));
+        }
+        if field(1) != self.engine {
+            bail!("it was compiled by another engine configuration");
+        }
+        if !same(field(2), &mac(&self.key, &module, &self.engine, artifact)) {
+            bail!("its integrity check fails (damaged, or not written with this cache's key)");
+        }
+        bytes.drain(..HEADER_BYTES);
+        Ok(Some(bytes))
+    }
+
+    /// Writes `artifact`, compiled from the module `module_sha256`, atomically.
+    pub fn write(&self, module_sha256: &str, artifact: &[u8]) -> Result<()> {
+        let module = unhex(module_sha256)?;
+        let mut bytes = Vec::with_capacity(HEADER_BYTES + artifact.len());
+        bytes.extend_from_slice(MAGIC);
+        bytes.extend_from_slice(&module);
+        bytes.extend_from_slice(&self.engine);
+        bytes.extend_from_slice(&mac(&self.key, &module, &self.engine, artifact));
+        bytes.extend_from_slice(artifact);
+        crate::util::fs::write_atomic(&self.file(module_sha256), &bytes)
+    }
+}
+
+/// The cache's secret, created (32 random bytes, owner-only) if missing or unusable.
+fn cache_key(dir: &Path) -> Result<[u8; 32]> {
+    let path = dir.join(KEY_FILE);
+    if let Ok(bytes) = std::fs::read(&path)
+        && let Ok(key) = <[u8; 32]>::try_from(bytes.as_slice())
+    {
+        return Ok(key);
+    }
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key).map_err(|error| anyhow::anyhow!("cannot draw a module cache key: {error}"))?;
+    // Written whole under another name, then linked into place: a concurrent start
+    // sees no key or the whole of one, and the first to link wins.
+    let temp = dir.join(format!(".{KEY_FILE}.{}.tmp", std::process::id()));
+    write_private(&temp, &key)?;
+    let linked = std::fs::hard_link(&temp, &path);
+    let _ = std::fs::remove_file(&temp);
+    match linked {
+        Ok(()) => Ok(key),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+            let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            match <[u8; 32]>::try_from(bytes.as_slice()) {
+                Ok(key) => Ok(key),
+                Err(_) => {
+                    // Not a key (damaged): replace it; what it signed is compiled again.
+                    crate::util::fs::write_atomic(&path, &key)?;
+                    Ok(key)
+                }
+            }
+        }
+        Err(error) => Err(error).with_context(|| format!("cannot create {}", path.display())),
+    }
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path).with_context(|| format!("cannot create {}", path.display()))?;
+    file.write_all(bytes).and_then(|()| file.sync_all()).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// SHA-256 of the engine's compatibility hash: artifacts of one engine
+/// configuration and wasmtime version load only in an engine with the same.
+fn engine_digest(engine: &Engine) -> [u8; 32] {
+    struct Sha256Hasher(Sha256);
+    impl Hasher for Sha256Hasher {
+        fn write(&mut self, bytes: &[u8]) {
+            self.0.update(bytes);
+        }
+        fn finish(&self) -> u64 {
+            let digest = self.0.clone().finalize();
+            u64::from_le_bytes(digest[..8].try_into().unwrap_or_default())
+        }
+    }
+    let mut hasher = Sha256Hasher(Sha256::new());
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    hasher.0.finalize().into()
+}
+
+/// HMAC-SHA256 (RFC 2104) under `key` of the module's and engine's digests and the
+/// artifact.
+fn mac(key: &[u8; 32], module: &[u8], engine: &[u8; 32], artifact: &[u8]) -> [u8; 32] {
+    hmac_sha256(key, &[MAGIC, module, engine, artifact])
+}
+
+fn hmac_sha256(key: &[u8], message: &[&[u8]]) -> [u8; 32] {
+    const BLOCK: usize = 64;
+    let mut block = [0u8; BLOCK];
+    if key.len() > BLOCK {
+        block[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        block[..key.len()].copy_from_slice(key);
+    }
+    let mut inner = Sha256::new();
+    inner.update(block.map(|byte| byte ^ 0x36));
+    message.iter().for_each(|part| inner.update(part));
+    let outer = Sha256::new().chain_update(block.map(|byte| byte ^ 0x5c)).chain_update(inner.finalize());
+    outer.finalize().into()
+}
+
+/// Equality that takes as long whatever the bytes.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Lowercase hex.
+pub(super) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Result<Vec<u8>> {
+    let digits = text.as_bytes();
+    if !digits.len().is_multiple_of(2) {
+        bail!("'{text}' is not hex");
+    }
+    digits
+        .chunks_exact(2)
+        .map(|pair| {
+            std::str::from_utf8(pair)
+                .ok()
+                .and_then(|pair| u8::from_str_radix(pair, 16).ok())
+                .ok_or_else(|| anyhow::anyhow!("'{text}' is not hex"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hmac_sha256_matches_rfc_4231() {
+        // RFC 4231, test case 2.
+        let mac = hmac_sha256(b"Jefe", &[b"what do ya ", b"want for nothing?"]);
+        assert_eq!(hex(&mac), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+        // Test case 6: a key longer than the block is hashed first.
+        let mac = hmac_sha256(&[0xaa; 131], &[b"Test Using Larger Than Block-Size Key - Hash Key First"]);
+        assert_eq!(hex(&mac), "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+    }
+
+    #[test]
+    fn the_key_is_made_once_and_kept() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let key = cache_key(dir.path()).expect("made");
+        assert_eq!(cache_key(dir.path()).expect("read"), key);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.path().join(KEY_FILE)).expect("key file").permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        std::fs::write(dir.path().join(KEY_FILE), b"short").expect("damaged");
+        let replaced = cache_key(dir.path()).expect("replaced");
+        assert_ne!(replaced, key);
+        assert_eq!(std::fs::read(dir.path().join(KEY_FILE)).expect("key"), replaced);
+    }
+}

@@ -92,7 +92,7 @@ impl RunObserver for Watchers {
         if let Some(monitor) = &self.monitor {
             monitor.batch(metrics, record);
         }
-        self.status.set_batch(record);
+        self.status.set_batch(record, metrics.watermark);
         self.status.draw(true);
         Ok(())
     }

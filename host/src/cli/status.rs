@@ -46,9 +46,10 @@ impl StatusLine {
         self.files = Some((done, total));
     }
 
-    /// Shows the fields of the last batch's progress record.
-    pub fn set_batch(&mut self, record: &QueryProgress) {
-        self.batch = Some(describe(record));
+    /// Shows the fields of the last batch's progress record; `watermark_us` is the
+    /// watermark it ran with.
+    pub fn set_batch(&mut self, record: &QueryProgress, watermark_us: Option<i64>) {
+        self.batch = Some(describe(record, watermark_us));
     }
 
     /// Draws the line (at most every 100 ms unless `force`).
@@ -94,41 +95,18 @@ impl StatusLine {
 }
 
 /// The status of a batch: `batch 7 · 3,400 rows/s · watermark lag 4 s · state 102,000 rows`.
-fn describe(record: &QueryProgress) -> String {
+fn describe(record: &QueryProgress, watermark_us: Option<i64>) -> String {
     let mut parts = vec![
         format!("batch {}", record.batch_id),
         format!("{} rows/s", thousands(record.processed_rows_per_second.round() as u64)),
     ];
-    let lag = record
-        .event_time
-        .watermark
-        .as_deref()
-        .and_then(parse_iso_millis)
-        .map(|watermark| (crate::util::now_micros() / 1000 - watermark).max(0) / 1000);
-    if let Some(lag) = lag {
+    if let Some(lag) = watermark_us.map(|watermark| (crate::util::now_micros() - watermark).max(0) / 1_000_000) {
         parts.push(format!("watermark lag {lag} s"));
     }
     if let Some(state) = record.state_operators.first() {
         parts.push(format!("state {} rows", thousands(state.num_rows_total)));
     }
     parts.join(" · ")
-}
-
-/// Milliseconds since the epoch of `2026-11-29T08:00:00.000Z`.
-fn parse_iso_millis(text: &str) -> Option<i64> {
-    let (date, time) = text.strip_suffix('Z')?.split_once('T')?;
-    let mut date_parts = date.splitn(3, '-').map(|p| p.parse::<i64>().ok());
-    let (year, month, day) = (date_parts.next()??, date_parts.next()??, date_parts.next()??);
-    let (hms, millis) = time.split_once('.').unwrap_or((time, "0"));
-    let mut hms_parts = hms.splitn(3, ':').map(|p| p.parse::<i64>().ok());
-    let (hour, minute, second) = (hms_parts.next()??, hms_parts.next()??, hms_parts.next()??);
-    // Days from civil (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let year_of_era = y.rem_euclid(400);
-    let day_of_year = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day - 1;
-    let days = era * 146_097 + year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year - 719_468;
-    Some(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + millis.parse::<i64>().ok()?)
 }
 
 /// `1234567` as `1,234,567`.
@@ -156,7 +134,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
-    use crate::checkpoint::{EventTimeProgress, StateOperatorProgress};
+    use crate::checkpoint::StateOperatorProgress;
 
     #[derive(Clone, Default)]
     struct Shared(Arc<Mutex<Vec<u8>>>);
@@ -194,11 +172,10 @@ mod tests {
             batch_id: 7,
             processed_rows_per_second: 3_400.4,
             state_operators: vec![StateOperatorProgress { num_rows_total: 102_000, ..Default::default() }],
-            event_time: EventTimeProgress { watermark: Some("2000-01-01T00:00:00.000Z".into()), ..Default::default() },
             ..QueryProgress::default()
         };
         status.set_files(1, 4);
-        status.set_batch(&record);
+        status.set_batch(&record, Some(946_684_800_000_000)); // 2000-01-01T00:00:00Z
         status.draw(true);
         status.clear();
         status.finish();
@@ -223,13 +200,5 @@ mod tests {
             assert!(!StatusLine::new(true).is_visible());
         }
         assert!(!StatusLine::new(false).is_visible());
-    }
-
-    #[test]
-    fn parses_progress_timestamps() {
-        assert_eq!(parse_iso_millis("1970-01-01T00:00:00.000Z"), Some(0));
-        assert_eq!(parse_iso_millis("2026-11-29T08:00:00.000Z"), Some(1_795_939_200_000));
-        assert_eq!(parse_iso_millis("2000-02-29T00:00:00.123Z"), Some(951_782_400_123));
-        assert_eq!(parse_iso_millis("not a time"), None);
     }
 }

@@ -5,8 +5,8 @@
 //! with [`state`] in RocksDB, the files of the [`checkpoint`], and the [`engine`]
 //! driving batches. Rooms from the ground up (a room imports only rooms below it):
 //!
-//! `util`, `log`, `contract` → `pipeline` → `decode`, `sink`, `checkpoint` → `state` →
-//! `inspect`, `wasm`, `source` → `operator` → `engine` → `monitor` → `cli`.
+//! `util`, `log`, `contract` → `pipeline` → `kafka` → `decode`, `checkpoint` → `sink` →
+//! `state` → `inspect`, `wasm`, `source` → `operator` → `engine` → `monitor` → `cli`.
 
 #![warn(missing_docs)]
 
@@ -16,6 +16,7 @@ pub mod contract;
 pub mod decode;
 pub mod engine;
 pub mod inspect;
+pub mod kafka;
 pub mod log;
 pub mod monitor;
 pub mod operator;

@@ -4,7 +4,8 @@
 //! <checkpoint>/
 //!   metadata              who the query is (id, pipeline fingerprint, key groups)
 //!   offsets/<N>           what batch N reads, its time and watermark (before it runs)
-//!   sources/<i>/<N>       the files source i reads in batch N (file sources)
+//!   sources/<i>/<N>       what source i reads in batch N (its files, or Kafka offset ranges)
+//!   sinks/<i>/intents/<N> where a Kafka sink i starts writing batch N (before it writes)
 //!   sinks/<i>/<N>         that sink i published batch N
 //!   commits/<N>           that batch N's state is committed
 //!   progress/<N>.json     batch N's progress record (Spark's field names)
@@ -18,6 +19,7 @@
 
 mod progress_log;
 mod progress_record;
+mod partition_log;
 mod record_log;
 mod records;
 mod source_log;
@@ -31,6 +33,7 @@ pub use progress_record::{
     EventTimeProgress, HotKey, QueryProgress, SinkProgress, SourceProgress, StateOperatorProgress, TopKeys,
     rows_per_second,
 };
+pub use partition_log::{PartitionLog, PartitionRange};
 pub use record_log::{FORMAT_VERSION, RecordLog};
 pub use records::{CommitRecord, Metadata, OffsetsRecord, SinkManifest};
 pub use source_log::{LoggedFile, SourceLog};
@@ -75,6 +78,17 @@ impl CheckpointDir {
     /// Source `index`'s log: what each batch reads from it (file sources).
     pub fn source_log(&self, index: usize) -> SourceLog {
         SourceLog::new(RecordLog::versioned(self.sources_dir().join(index.to_string()), "a source log entry"))
+    }
+
+    /// Source `index`'s log when it is a Kafka source: the offset ranges each batch reads.
+    pub fn partition_log(&self, index: usize) -> PartitionLog {
+        PartitionLog::new(RecordLog::versioned(self.sources_dir().join(index.to_string()), "a source log entry"))
+    }
+
+    /// Sink `index`'s intents: where a Kafka sink's output partitions ended before it
+    /// wrote each batch, so that a re-run finds what of the batch is already there.
+    pub fn sink_intents(&self, index: usize) -> RecordLog {
+        RecordLog::versioned(self.sinks_dir().join(index.to_string()).join("intents"), "a sink intent")
     }
 
     /// The progress records.
@@ -144,6 +158,7 @@ impl CheckpointDir {
         let mut logs = vec![self.offsets(), self.commits(), self.progress().log().clone()];
         for (index, _) in numbered_entries(&self.sinks_dir()) {
             logs.push(self.sink_manifests(index as usize));
+            logs.push(self.sink_intents(index as usize));
         }
         for (index, _) in numbered_entries(&self.sources_dir()) {
             logs.push(self.source_log(index as usize).log().clone());

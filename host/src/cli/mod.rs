@@ -3,6 +3,7 @@
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+mod kafka;
 mod progress;
 mod run;
 mod state;
@@ -19,6 +20,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Kafka tools: create a topic, load JSON lines into it, read it back.
+    Kafka(kafka::KafkaArgs),
     /// Prints a query's progress records from its checkpoint (JSON lines; --follow for new ones).
     Progress(progress::ProgressArgs),
     /// Reads a query's state (variables, timers, metadata) from its checkpoint, read-only.
@@ -33,6 +36,7 @@ impl Cli {
     /// Runs the command.
     pub fn execute(self) -> Result<()> {
         match self.command {
+            Command::Kafka(args) => kafka::run(&args),
             Command::Progress(args) => progress::run(&args),
             Command::State(args) => state::run(&args),
             Command::Run(args) => run::run(&args),

@@ -93,6 +93,8 @@ pub(super) fn read_input(plan: Plan, rules: &InputRules<'_>) -> Result<Input> {
         metrics.input_bytes = batch.bytes;
         metrics.start_offset = batch.start_offset;
         metrics.end_offset = batch.end_offset;
+        metrics.latest_offset = batch.latest_offset;
+        metrics.metrics = batch.metrics;
         input.sources.push(metrics);
         input.commit_entries.extend(batch.commit);
         parts.push(rows);

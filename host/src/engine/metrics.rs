@@ -47,6 +47,10 @@ pub struct SourceMetrics {
     pub start_offset: serde_json::Value,
     /// Where it ended.
     pub end_offset: serde_json::Value,
+    /// The newest offset available when the batch was planned (`null`: not known).
+    pub latest_offset: serde_json::Value,
+    /// Source-specific counters (e.g. Kafka's backlog).
+    pub metrics: std::collections::BTreeMap<String, String>,
 }
 
 /// What one batch did.

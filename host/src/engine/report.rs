@@ -43,14 +43,19 @@ impl Reporter {
                 description: source.description.clone(),
                 start_offset: source.start_offset.clone(),
                 end_offset: source.end_offset.clone(),
-                latest_offset: serde_json::Value::Null,
+                latest_offset: source.latest_offset.clone(),
                 num_input_rows: source.input_rows,
                 input_rows_per_second: input_rate(source.input_rows),
                 processed_rows_per_second: rows_per_second(source.input_rows, metrics.total_ms),
-                metrics: BTreeMap::from([
-                    ("numBadRecords".to_string(), source.bad_records.to_string()),
-                    ("numInputBytes".to_string(), source.input_bytes.to_string()),
-                ]),
+                metrics: source
+                    .metrics
+                    .clone()
+                    .into_iter()
+                    .chain([
+                        ("numBadRecords".to_string(), source.bad_records.to_string()),
+                        ("numInputBytes".to_string(), source.input_bytes.to_string()),
+                    ])
+                    .collect(),
             })
             .collect();
         QueryProgress {

@@ -2,13 +2,20 @@
 //! watermark, the operator, the sink and the trigger, and its validation.
 
 mod duration;
+mod kafka;
 mod limits;
 mod model;
 mod schema;
+mod sink_spec;
+mod source_spec;
 mod spec;
 mod spec_errors;
 
 pub use duration::parse_duration;
+pub use kafka::{
+    DEFAULT_MAX_OFFSETS_PER_TRIGGER, KafkaProperties, KafkaSinkSpec, KafkaSourceSpec, METADATA_COLUMNS, PropertyValue,
+    ResolvedProperty, StartingOffsets, Subscription, is_sensitive,
+};
 pub use limits::{CHANGE_OVERHEAD_BYTES, InstanceLimits, Limit, parse_size, show_bytes};
 pub use model::*;
 pub use schema::{TYPE_NAMES, parse_schema};

@@ -84,6 +84,8 @@ pub enum SourceKind {
         /// (`None`: all rows due).
         max_rows_per_trigger: Option<u64>,
     },
+    /// Records of Kafka topics, read by partition from positions kept in the state store.
+    Kafka(super::kafka::KafkaSourceSpec),
 }
 
 /// How file records are written.
@@ -176,6 +178,8 @@ pub enum SinkFormat {
     Json,
     /// Parquet part files, one per batch.
     Parquet,
+    /// JSON records in Kafka topics.
+    Kafka,
 }
 
 /// The sink.
@@ -189,6 +193,8 @@ pub struct SinkSpec {
     pub num_rows: usize,
     /// Console: whether long values are cut to 20 characters.
     pub truncate: bool,
+    /// Kafka: the topic, key and client properties.
+    pub kafka: Option<super::kafka::KafkaSinkSpec>,
 }
 
 /// When batches run (Spark's triggers).

@@ -23,9 +23,9 @@ struct RawPipeline {
     watermark_policy: Option<Spanned<String>>,
     min_batches_to_retain: Option<Spanned<u64>>,
     snapshot_interval: Option<Spanned<u64>>,
-    source: Spanned<Vec<RawSource>>,
+    source: Spanned<Vec<super::source_spec::RawSource>>,
     operator: RawOperator,
-    sink: Option<RawSink>,
+    sink: Option<super::sink_spec::RawSink>,
     trigger: Option<Spanned<RawTrigger>>,
     monitoring: Option<RawMonitoring>,
 }
@@ -34,32 +34,6 @@ struct RawPipeline {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct RawMonitoring {
     metrics: Option<Spanned<String>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct RawSource {
-    name: Option<String>,
-    format: Spanned<String>,
-    path: Option<Spanned<String>>,
-    schema: Option<Spanned<String>>,
-    max_files_per_trigger: Option<Spanned<u64>>,
-    max_bytes_per_trigger: Option<Spanned<RawSize>>,
-    max_rows_per_trigger: Option<Spanned<RawSize>>,
-    header: Option<bool>,
-    delimiter: Option<Spanned<String>>,
-    rows_per_second: Option<Spanned<u64>>,
-    start_time: Option<Spanned<String>>,
-    watermark: Option<RawWatermark>,
-    on_bad_record: Option<Spanned<String>>,
-    dead_letter_path: Option<Spanned<String>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct RawWatermark {
-    column: Spanned<String>,
-    delay: Spanned<String>,
 }
 
 #[derive(Deserialize)]
@@ -94,15 +68,6 @@ struct RawInitialState {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct RawSink {
-    format: Spanned<String>,
-    path: Option<Spanned<String>>,
-    num_rows: Option<Spanned<u64>>,
-    truncate: Option<bool>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct RawTrigger {
     processing_time: Option<Spanned<String>>,
     available_now: Option<bool>,
@@ -110,7 +75,7 @@ struct RawTrigger {
 }
 
 /// Turns spans into `file:line: key: problem` errors.
-struct Locator<'a> {
+pub(super) struct Locator<'a> {
     file: &'a Path,
     text: &'a str,
 }
@@ -120,11 +85,11 @@ impl Locator<'_> {
         self.text[..span.start.min(self.text.len())].matches('\n').count() + 1
     }
 
-    fn error(&self, span: Range<usize>, key: &str, problem: impl std::fmt::Display) -> anyhow::Error {
+    pub(super) fn error(&self, span: Range<usize>, key: &str, problem: impl std::fmt::Display) -> anyhow::Error {
         anyhow!("{}:{}: {key}: {problem}", self.file.display(), self.line(&span))
     }
 
-    fn at<T>(&self, value: &Spanned<T>, key: &str, problem: impl std::fmt::Display) -> anyhow::Error {
+    pub(super) fn at<T>(&self, value: &Spanned<T>, key: &str, problem: impl std::fmt::Display) -> anyhow::Error {
         self.error(value.span(), key, problem)
     }
 }
@@ -154,7 +119,7 @@ impl Pipeline {
         }
         let mut sources: Vec<SourceSpec> = Vec::new();
         for (index, source) in raw.source.get_ref().iter().enumerate() {
-            let spec = source_spec(&at, base, index, source)?;
+            let spec = super::source_spec::source_spec(&at, base, index, source)?;
             if let Some(first) = sources.first()
                 && first.schema.fields() != spec.schema.fields()
             {
@@ -209,7 +174,7 @@ impl Pipeline {
             None => 10,
         };
         let operator = operator_spec(&at, base, &raw.operator, &sources[0])?;
-        let sink = sink_spec(&at, base, raw.sink.as_ref())?;
+        let sink = super::sink_spec::sink_spec(&at, base, raw.sink.as_ref())?;
         let metrics_address = match raw.monitoring.as_ref().and_then(|m| m.metrics.as_ref()) {
             Some(address) if address.get_ref().parse::<std::net::SocketAddr>().is_err() => {
                 return Err(at.at(
@@ -240,155 +205,6 @@ impl Pipeline {
             metrics_address,
         })
     }
-}
-
-fn source_spec(at: &Locator, base: &Path, index: usize, raw: &RawSource) -> Result<SourceSpec> {
-    let name = raw.name.clone().unwrap_or_else(|| format!("source-{index}"));
-    let key = |field: &str| format!("source[{index}].{field}");
-    let format = raw.format.get_ref().as_str();
-    let (kind, schema) = match format {
-        "json" | "csv" => {
-            let path =
-                raw.path.as_ref().ok_or_else(|| at.at(&raw.format, &key("path"), "a file source needs a path"))?;
-            let resolved = base.join(path.get_ref());
-            if !resolved.exists() {
-                return Err(at.at(
-                    path,
-                    &key("path"),
-                    format!("{} does not exist; expected a file or a directory of {format} files", resolved.display()),
-                ));
-            }
-            let schema_text = raw.schema.as_ref().ok_or_else(|| {
-                at.at(&raw.format, &key("schema"), "a file source needs a schema, e.g. \"user STRING, amount BIGINT\"")
-            })?;
-            let schema =
-                parse_schema(schema_text.get_ref()).map_err(|problem| at.at(schema_text, &key("schema"), problem))?;
-            let file_format = if format == "json" {
-                FileFormat::Json
-            } else {
-                let delimiter = match &raw.delimiter {
-                    None => b',',
-                    Some(d) if d.get_ref().len() == 1 => d.get_ref().as_bytes()[0],
-                    Some(d) => {
-                        return Err(at.at(d, &key("delimiter"), "expected one ASCII character, e.g. \",\" or \";\""));
-                    }
-                };
-                FileFormat::Csv { header: raw.header.unwrap_or(true), delimiter }
-            };
-            let max_files_per_trigger = match &raw.max_files_per_trigger {
-                Some(n) if *n.get_ref() == 0 => {
-                    return Err(at.at(n, &key("max-files-per-trigger"), "expected a positive number"));
-                }
-                Some(n) => Some(*n.get_ref() as usize),
-                None => None,
-            };
-            if let Some(rows) = &raw.max_rows_per_trigger {
-                let problem = "only the rate source takes max-rows-per-trigger; bound a file source's batches with max-bytes-per-trigger or max-files-per-trigger";
-                return Err(at.at(rows, &key("max-rows-per-trigger"), problem));
-            }
-            let max_bytes_per_trigger = match &raw.max_bytes_per_trigger {
-                Some(size) => positive(at, size, &key("max-bytes-per-trigger"), true)?,
-                None => DEFAULT_MAX_BYTES_PER_TRIGGER,
-            };
-            let kind = SourceKind::Files {
-                format: file_format,
-                path: resolved,
-                max_files_per_trigger,
-                max_bytes_per_trigger: Some(max_bytes_per_trigger),
-            };
-            (kind, schema)
-        }
-        "rate" => {
-            let rows_per_second = match &raw.rows_per_second {
-                Some(n) if *n.get_ref() == 0 => {
-                    return Err(at.at(n, &key("rows-per-second"), "expected a positive number"));
-                }
-                Some(n) => *n.get_ref(),
-                None => 1,
-            };
-            let start_us = match &raw.start_time {
-                Some(text) => {
-                    Some(parse_timestamp(text.get_ref()).map_err(|problem| at.at(text, &key("start-time"), problem))?)
-                }
-                None => None,
-            };
-            let schema = parse_schema("timestamp TIMESTAMP NOT NULL, value BIGINT NOT NULL").map_err(|e| anyhow!(e))?;
-            if let Some(given) = &raw.schema
-                && parse_schema(given.get_ref()).ok().as_ref().map(|s| s.fields()) != Some(schema.fields())
-            {
-                return Err(at.at(given, &key("schema"), "the rate source's schema is fixed: leave it out (it is \"timestamp TIMESTAMP NOT NULL, value BIGINT NOT NULL\")"));
-            }
-            if let Some(bytes) = &raw.max_bytes_per_trigger {
-                let problem = "only file sources take max-bytes-per-trigger; bound the rate source's batches with max-rows-per-trigger";
-                return Err(at.at(bytes, &key("max-bytes-per-trigger"), problem));
-            }
-            let max_rows_per_trigger = match &raw.max_rows_per_trigger {
-                Some(rows) => positive(at, rows, &key("max-rows-per-trigger"), false)?,
-                None => DEFAULT_MAX_ROWS_PER_TRIGGER,
-            };
-            (SourceKind::Rate { rows_per_second, start_us, max_rows_per_trigger: Some(max_rows_per_trigger) }, schema)
-        }
-        other => {
-            return Err(at.at(
-                &raw.format,
-                &key("format"),
-                format!("unknown format '{other}'; expected \"json\", \"csv\" or \"rate\""),
-            ));
-        }
-    };
-    let watermark = match &raw.watermark {
-        None => None,
-        Some(watermark) => {
-            let column = watermark.column.get_ref();
-            match schema.field_with_name(column) {
-                Ok(field)
-                    if crate::contract::rows::contract_type(field.data_type())
-                        == Some(crate::contract::DataType::Timestamp) => {}
-                Ok(_) => {
-                    return Err(at.at(
-                        &watermark.column,
-                        &key("watermark.column"),
-                        format!("column '{column}' is not a TIMESTAMP; event time must be a TIMESTAMP column"),
-                    ));
-                }
-                Err(_) => {
-                    return Err(at.at(
-                        &watermark.column,
-                        &key("watermark.column"),
-                        format!("column '{column}' is not in the schema"),
-                    ));
-                }
-            }
-            let delay = parse_duration(watermark.delay.get_ref())
-                .map_err(|problem| at.at(&watermark.delay, &key("watermark.delay"), problem))?;
-            Some(WatermarkSpec { column: column.clone(), delay_us: delay.as_micros() as i64 })
-        }
-    };
-    let on_bad_record = match raw.on_bad_record.as_ref().map(|p| (p.get_ref().as_str(), p)) {
-        None | Some(("fail", _)) => BadRecordPolicy::Fail,
-        Some(("skip", _)) => BadRecordPolicy::Skip,
-        Some(("dead-letter", span)) => {
-            let path = raw.dead_letter_path.as_ref().ok_or_else(|| {
-                at.at(span, &key("dead-letter-path"), "the dead-letter policy needs a dead-letter-path (a directory)")
-            })?;
-            BadRecordPolicy::DeadLetter(base.join(path.get_ref()))
-        }
-        Some((other, span)) => {
-            return Err(at.at(
-                span,
-                &key("on-bad-record"),
-                format!("unknown policy '{other}'; expected \"fail\", \"skip\" or \"dead-letter\""),
-            ));
-        }
-    };
-    Ok(SourceSpec { name, kind, schema, watermark, on_bad_record })
-}
-
-/// Parses an RFC 3339 timestamp into microseconds since the epoch.
-fn parse_timestamp(text: &str) -> Result<i64, String> {
-    arrow::compute::kernels::cast_utils::string_to_timestamp_nanos(text)
-        .map(|nanos| nanos.div_euclid(1_000))
-        .map_err(|_| format!("'{text}' is not a timestamp; expected RFC 3339, e.g. \"2026-11-13T08:00:00Z\""))
 }
 
 fn operator_spec(at: &Locator, base: &Path, op: &RawOperator, source: &SourceSpec) -> Result<OperatorSpec> {
@@ -536,7 +352,7 @@ fn operator_spec(at: &Locator, base: &Path, op: &RawOperator, source: &SourceSpe
 
 /// A positive size in bytes (`in_bytes`: a number of bytes or text like "64 MiB") or
 /// a positive count.
-fn positive(at: &Locator, raw: &Spanned<RawSize>, key: &str, in_bytes: bool) -> Result<u64> {
+pub(super) fn positive(at: &Locator, raw: &Spanned<RawSize>, key: &str, in_bytes: bool) -> Result<u64> {
     let value = match raw.get_ref() {
         RawSize::Text(_) if !in_bytes => Err("expected a positive number".to_string()),
         size => size.bytes(),
@@ -548,34 +364,6 @@ fn positive(at: &Locator, raw: &Spanned<RawSize>, key: &str, in_bytes: bool) -> 
         return Err(at.at(raw, key, expected));
     }
     Ok(value)
-}
-
-fn sink_spec(at: &Locator, base: &Path, raw: Option<&RawSink>) -> Result<SinkSpec> {
-    let Some(sink) = raw else {
-        return Ok(SinkSpec { format: SinkFormat::Console, path: None, num_rows: 20, truncate: true });
-    };
-    let format = match sink.format.get_ref().as_str() {
-        "console" => SinkFormat::Console,
-        "json" => SinkFormat::Json,
-        "parquet" => SinkFormat::Parquet,
-        other => {
-            return Err(at.at(
-                &sink.format,
-                "sink.format",
-                format!("unknown format '{other}'; expected \"console\", \"json\" or \"parquet\""),
-            ));
-        }
-    };
-    let path = sink.path.as_ref().map(|p| base.join(p.get_ref()));
-    if format != SinkFormat::Console && path.is_none() {
-        return Err(at.at(&sink.format, "sink.path", "a file sink needs a path (an output directory)"));
-    }
-    let num_rows = match &sink.num_rows {
-        Some(n) if *n.get_ref() == 0 => return Err(at.at(n, "sink.num-rows", "expected a positive number")),
-        Some(n) => *n.get_ref() as usize,
-        None => 20,
-    };
-    Ok(SinkSpec { format, path, num_rows, truncate: sink.truncate.unwrap_or(true) })
 }
 
 fn trigger_spec(at: &Locator, raw: Option<&Spanned<RawTrigger>>) -> Result<TriggerSpec> {

@@ -1,7 +1,9 @@
-//! Sinks: where results go. Console tables, JSON-lines and Parquet part files.
+//! Sinks: where results go. Console tables, JSON-lines and Parquet part files, and
+//! Kafka topics.
 
 mod console;
 mod json_files;
+mod kafka;
 mod parquet_files;
 mod part_files;
 
@@ -11,6 +13,7 @@ use arrow::datatypes::SchemaRef;
 
 pub use console::{ConsoleSink, DEFAULT_NUM_ROWS, TRUNCATE_WIDTH};
 pub use json_files::JsonFileSink;
+pub use kafka::KafkaSink;
 pub use parquet_files::ParquetFileSink;
 pub use part_files::{OWNER_FILE, PartFiles, SinkOwner};
 
@@ -47,6 +50,10 @@ pub fn open(spec: &SinkSpec, owner: &SinkOwner) -> Result<Box<dyn Sink>> {
         }
         (SinkFormat::Json, Some(path)) => Box::new(JsonFileSink::new(path.clone(), owner)?),
         (SinkFormat::Parquet, Some(path)) => Box::new(ParquetFileSink::new(path.clone(), owner)?),
+        (SinkFormat::Kafka, _) => match &spec.kafka {
+            Some(kafka) => Box::new(KafkaSink::new(kafka, owner)?),
+            None => anyhow::bail!("the Kafka sink needs [sink.kafka] with \"bootstrap.servers\""),
+        },
         (SinkFormat::Json | SinkFormat::Parquet, None) => {
             anyhow::bail!("the {} sink needs a path: set [sink] path to an output directory", format_name(spec.format))
         }
@@ -58,5 +65,6 @@ fn format_name(format: SinkFormat) -> &'static str {
         SinkFormat::Console => "console",
         SinkFormat::Json => "json",
         SinkFormat::Parquet => "parquet",
+        SinkFormat::Kafka => "kafka",
     }
 }

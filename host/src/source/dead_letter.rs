@@ -20,10 +20,23 @@ pub(super) struct DeadLetters {
 #[derive(Serialize)]
 struct Letter<'a> {
     source: &'a str,
-    file: String,
-    line: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    line: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    topic: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partition: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    offset: Option<i64>,
     reason: &'a str,
     record: &'a str,
+}
+
+/// One letter as a JSON line (without the line ending).
+fn encode(letter: &Letter) -> Result<Vec<u8>> {
+    serde_json::to_vec(letter).context("cannot encode a dead letter")
 }
 
 impl DeadLetters {
@@ -37,16 +50,41 @@ impl DeadLetters {
         for record in records {
             let letter = Letter {
                 source: &self.source,
-                file: file.display().to_string(),
-                line: record.line,
+                file: Some(file.display().to_string()),
+                line: Some(record.line),
+                topic: None,
+                partition: None,
+                offset: None,
                 reason: &record.reason,
                 record: &record.record,
             };
-            serde_json::to_writer(&mut self.lines, &letter).context("cannot encode a dead letter")?;
-            self.lines.push(b'\n');
-            self.count += 1;
+            let line = encode(&letter)?;
+            self.push(line);
         }
         Ok(())
+    }
+
+    /// Adds a bad Kafka record of `topic` `partition` at `offset`.
+    pub fn add_kafka(&mut self, topic: &str, partition: i32, offset: i64, record: &BadRecord) -> Result<()> {
+        let letter = Letter {
+            source: &self.source,
+            file: None,
+            line: None,
+            topic: Some(topic),
+            partition: Some(partition),
+            offset: Some(offset),
+            reason: &record.reason,
+            record: &record.record,
+        };
+        let line = encode(&letter)?;
+        self.push(line);
+        Ok(())
+    }
+
+    fn push(&mut self, line: Vec<u8>) {
+        self.lines.extend_from_slice(&line);
+        self.lines.push(b'\n');
+        self.count += 1;
     }
 
     /// How many bad records were added.

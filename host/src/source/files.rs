@@ -170,6 +170,8 @@ impl FileSource {
             bad_records: dead_letters.count(),
             start_offset: json!({ "filesCommitted": before }),
             end_offset: json!({ "filesCommitted": after, "logOffset": batch_id }),
+            latest_offset: Value::Null,
+            metrics: Default::default(),
             commit,
         })
     }

@@ -1,5 +1,5 @@
-//! Sources: where input rows come from — files (JSON lines, CSV) and the rate
-//! generator.
+//! Sources: where input rows come from — files (JSON lines, CSV), the rate
+//! generator and Kafka topics.
 //!
 //! A source keeps no progress of its own: what it has consumed lives only in the
 //! committed state store, under meta keys `source/<index>/…` that each batch's
@@ -9,6 +9,7 @@
 
 mod dead_letter;
 mod files;
+mod kafka;
 mod listing;
 mod rate;
 
@@ -36,6 +37,10 @@ pub struct SourceBatch {
     pub start_offset: Value,
     /// Where it ends; [`Source::replan_batch`] plans the same batch again from it.
     pub end_offset: Value,
+    /// The newest offset available when the batch was planned (`null`: not known).
+    pub latest_offset: Value,
+    /// Source-specific counters for progress (e.g. Kafka's backlog).
+    pub metrics: std::collections::BTreeMap<String, String>,
     /// Meta entries to write atomically with the batch's state commit (`Cf::Meta`),
     /// recording that this batch consumed these offsets. Progress lives only in the
     /// committed store.
@@ -105,11 +110,12 @@ pub trait Source: Send {
 
 /// Opens source number `index` of the pipeline checkpointed in `checkpoint` (its meta
 /// keys are namespaced by `index`; a file source logs its batches' files in the
-/// checkpoint's source log `index`).
+/// checkpoint's source log `index`, a Kafka source its offset ranges).
 pub fn open(spec: &SourceSpec, index: usize, checkpoint: &CheckpointDir) -> Result<Box<dyn Source>> {
     Ok(match &spec.kind {
         SourceKind::Files { .. } => Box::new(files::FileSource::open(spec, index, checkpoint)?),
         SourceKind::Rate { .. } => Box::new(rate::RateSource::open(spec, index)?),
+        SourceKind::Kafka(_) => Box::new(kafka::KafkaSource::open(spec, index, checkpoint)?),
     })
 }
 

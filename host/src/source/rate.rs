@@ -141,6 +141,8 @@ impl RateSource {
             bad_records: 0,
             start_offset: json!({ "value": next }),
             end_offset: json!({ "value": end, "startUs": start_us }),
+            latest_offset: Value::Null,
+            metrics: Default::default(),
             commit: vec![(self.key(), serde_json::to_vec(&progress)?)],
         })
     }

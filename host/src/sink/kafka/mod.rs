@@ -1,0 +1,273 @@
+//! The Kafka sink: each output row a JSON record (key from `key-column`, topic fixed
+//! or from `topic-column`), written by an idempotent producer with `acks=all`.
+//!
+//! Exactly-once without broker transactions: every record carries headers naming the
+//! query, the batch and its sequence number within the batch's partition. Before a
+//! batch is written the sink records an *intent* in the checkpoint
+//! (`sinks/0/intents/<N>`): where each output partition ends and how many partitions
+//! each topic has. A batch re-run after a crash reads its partitions from there, finds
+//! which of its records are already written, and writes only the others — so the
+//! topics hold every row exactly once for any consumer. With `transactional = true`
+//! each batch is also one Kafka transaction (read_committed consumers see it whole).
+
+mod records;
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use rdkafka::consumer::BaseConsumer;
+use rdkafka::error::KafkaError;
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::types::RDKafkaErrorCode;
+use serde::{Deserialize, Serialize};
+
+use self::records::{Columns, OutRecord, assign, encode};
+use super::{Sink, SinkOwner};
+use crate::checkpoint::{CheckpointDir, RecordLog};
+use crate::kafka::{
+    ClientSettings, EddyContext, HEADER_BATCH, HEADER_PARTITIONS, HEADER_QUERY, HEADER_SEQUENCE, Redactor, ScanRange,
+    scan, topic_partitions, watermarks,
+};
+use crate::pipeline::KafkaSinkSpec;
+
+/// How long a batch's records may take to be delivered.
+const DELIVERY_TIMEOUT: Duration = Duration::from_secs(600);
+const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What the sink knew before it started writing a batch.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Intent {
+    batch_id: u64,
+    /// Each output topic's partition count the batch's records are partitioned by.
+    partition_counts: BTreeMap<String, i32>,
+    /// Where each partition ended before the batch was written.
+    starts: Vec<PartitionStart>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct PartitionStart {
+    topic: String,
+    partition: i32,
+    offset: i64,
+}
+
+/// Writes each batch's rows to Kafka, exactly once.
+pub struct KafkaSink {
+    spec: KafkaSinkSpec,
+    query_id: String,
+    producer: BaseProducer<EddyContext>,
+    /// Reads the output partitions' tails on a re-run.
+    reader: BaseConsumer<EddyContext>,
+    redactor: Redactor,
+    intents: RecordLog,
+    description: String,
+    bytes_written: u64,
+}
+
+impl KafkaSink {
+    /// The sink `spec` describes, writing for `owner`.
+    pub fn new(spec: &KafkaSinkSpec, owner: &SinkOwner) -> Result<Self> {
+        let mut producer_settings = ClientSettings::new(&spec.properties, &[("client.id", "eddy-sink")])
+            .context("sink")?;
+        producer_settings.set("enable.idempotence", "true").set("acks", "all");
+        if spec.transactional {
+            producer_settings.set("transactional.id", &format!("eddy-{}-sink-0", owner.query_id));
+        }
+        let producer: BaseProducer<EddyContext> = producer_settings.create("sink")?;
+        let isolation = if spec.transactional { "read_committed" } else { "read_uncommitted" };
+        let mut reader_settings = ClientSettings::new(&spec.properties, &[("group.id", "eddy"), ("client.id", "eddy-sink-reader")])?;
+        reader_settings
+            .set("isolation.level", isolation)
+            .set("enable.auto.commit", "false")
+            .set("enable.partition.eof", "true")
+            .set("auto.offset.reset", "error");
+        let reader = reader_settings.create("sink")?;
+        let redactor = producer_settings.redactor();
+        if spec.transactional {
+            producer
+                .init_transactions(TRANSACTION_TIMEOUT)
+                .map_err(|error| redactor.error("sink: cannot start Kafka transactions", &error))?;
+        }
+        let target = match (&spec.topic, &spec.topic_column) {
+            (_, Some(column)) => format!("topic-column={column}"),
+            (Some(topic), None) => format!("topic={topic}"),
+            (None, None) => bail!("the Kafka sink needs topic or topic-column"),
+        };
+        Ok(Self {
+            description: format!("KafkaSink[{target}; bootstrap={}]", producer_settings.bootstrap()),
+            spec: spec.clone(),
+            query_id: owner.query_id.clone(),
+            producer,
+            reader,
+            redactor,
+            intents: CheckpointDir::new(owner.checkpoint.clone()).sink_intents(0),
+            bytes_written: 0,
+        })
+    }
+
+    /// The partition counts of `topics` now.
+    fn partition_counts(&self, topics: &HashSet<&str>) -> Result<BTreeMap<String, i32>> {
+        let found: BTreeMap<String, i32> =
+            topic_partitions(&self.reader, &self.redactor, |name| topics.contains(name))?.into_iter().collect();
+        if let Some(missing) = topics.iter().find(|topic| !found.contains_key(**topic)) {
+            bail!("sink: topic '{missing}' does not exist; create it first (e.g. `eddy kafka create-topic {missing} --bootstrap-servers …`)");
+        }
+        Ok(found)
+    }
+
+    /// Records where every partition of the batch's topics ends, before writing.
+    fn record_intent(&self, batch_id: u64, partition_counts: BTreeMap<String, i32>) -> Result<Intent> {
+        let mut starts = Vec::new();
+        for (topic, count) in &partition_counts {
+            for partition in 0..*count {
+                let (_, high) = watermarks(&self.reader, &self.redactor, topic, partition)?;
+                starts.push(PartitionStart { topic: topic.clone(), partition, offset: high });
+            }
+        }
+        let intent = Intent { batch_id, partition_counts, starts };
+        self.intents.write(batch_id, &intent)?;
+        Ok(intent)
+    }
+
+    /// The (topic, partition, sequence) of batch `batch_id`'s records already in the
+    /// partitions `records` go to, read from the intent's starts.
+    fn already_written(&self, intent: &Intent, records: &[OutRecord]) -> Result<HashSet<(String, i32, u64)>> {
+        let targets: HashSet<(&str, i32)> = records.iter().map(|r| (r.topic.as_str(), r.partition)).collect();
+        let mut ranges = Vec::new();
+        for start in intent.starts.iter().filter(|s| targets.contains(&(s.topic.as_str(), s.partition))) {
+            let (_, high) = watermarks(&self.reader, &self.redactor, &start.topic, start.partition)?;
+            ranges.push(ScanRange { topic: start.topic.clone(), partition: start.partition, start: start.offset, end: high });
+        }
+        let mut found = HashSet::new();
+        let (query, batch) = (self.query_id.as_bytes(), intent.batch_id.to_string());
+        let mut visit = |i: usize, message: &rdkafka::message::BorrowedMessage<'_>| {
+            let Some(headers) = message.headers() else { return };
+            let header = |name: &str| headers.iter().find(|h| h.key == name).and_then(|h| h.value);
+            if header(HEADER_QUERY) == Some(query) && header(HEADER_BATCH) == Some(batch.as_bytes()) {
+                let sequence = header(HEADER_SEQUENCE).and_then(|v| std::str::from_utf8(v).ok()?.parse().ok());
+                if let Some(sequence) = sequence {
+                    found.insert((ranges[i].topic.clone(), ranges[i].partition, sequence));
+                }
+            }
+        };
+        // Records deleted since the intent cannot be compared: they count as not written.
+        let mut on_lost = |_: usize, _: i64, _: i64| -> Result<()> { Ok(()) };
+        scan(&self.reader, &self.redactor, &ranges, "sink", &mut on_lost, &mut visit)?;
+        Ok(found)
+    }
+
+    /// Produces `records` and waits until every one is delivered.
+    fn produce(&mut self, batch_id: u64, records: &[&OutRecord], partition_counts: &BTreeMap<String, i32>) -> Result<()> {
+        let batch = batch_id.to_string();
+        for record in records {
+            let sequence = record.sequence.to_string();
+            let count = partition_counts.get(&record.topic).copied().unwrap_or(0).to_string();
+            let headers = OwnedHeaders::new_with_capacity(4)
+                .insert(Header { key: HEADER_QUERY, value: Some(self.query_id.as_bytes()) })
+                .insert(Header { key: HEADER_BATCH, value: Some(batch.as_bytes()) })
+                .insert(Header { key: HEADER_SEQUENCE, value: Some(sequence.as_bytes()) })
+                .insert(Header { key: HEADER_PARTITIONS, value: Some(count.as_bytes()) });
+            let mut message = BaseRecord::<[u8], [u8]>::to(&record.topic)
+                .partition(record.partition)
+                .payload(&record.value[..])
+                .headers(headers);
+            if let Some(key) = &record.key {
+                message = message.key(&key[..]);
+            }
+            loop {
+                match self.producer.send(message) {
+                    Ok(()) => break,
+                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                        self.producer.poll(Duration::from_millis(50));
+                        message = back;
+                    }
+                    Err((error, _)) => return Err(self.redactor.error(&format!("sink: batch {batch_id}: cannot send a record"), &error)),
+                }
+            }
+            self.bytes_written += record.value.len() as u64;
+        }
+        self.producer
+            .flush(DELIVERY_TIMEOUT)
+            .map_err(|error| self.redactor.error(&format!("sink: batch {batch_id}: records were not delivered"), &error))?;
+        let deliveries = self.producer.context().take_deliveries();
+        if deliveries.failed > 0 || deliveries.delivered < records.len() as u64 {
+            bail!(
+                "sink: batch {batch_id}: {} of {} records were not delivered ({}); nothing of the batch is committed and it is written again when the query restarts",
+                records.len() as u64 - deliveries.delivered.min(records.len() as u64),
+                records.len(),
+                deliveries.first_error.unwrap_or_else(|| "no delivery report".into())
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Sink for KafkaSink {
+    fn write_batch(&mut self, batch_id: u64, schema: &SchemaRef, rows: &[RecordBatch]) -> Result<()> {
+        let columns = Columns {
+            topic: self.spec.topic.as_deref(),
+            topic_column: self.spec.topic_column.as_deref(),
+            key_column: self.spec.key_column.as_deref(),
+        };
+        let encoded = encode(schema, rows, &columns)?;
+        if encoded.values.is_empty() {
+            return Ok(());
+        }
+        let intent = match self.intents.read::<Intent>(batch_id)? {
+            Some(intent) if intent.batch_id == batch_id => Some(intent),
+            Some(_) => bail!("{} holds another batch's intent", self.intents.path_of(batch_id).display()),
+            None => None,
+        };
+        let (intent, rerun) = match intent {
+            Some(intent) => (intent, true),
+            None => {
+                let topics: HashSet<&str> = encoded.topics.iter().map(String::as_str).collect();
+                let counts = self.partition_counts(&topics)?;
+                (self.record_intent(batch_id, counts)?, false)
+            }
+        };
+        let records = assign(encoded, &intent.partition_counts)?;
+        if self.spec.transactional {
+            self.producer
+                .begin_transaction()
+                .map_err(|error| self.redactor.error("sink: cannot begin a Kafka transaction", &error))?;
+        }
+        let written = if rerun { self.already_written(&intent, &records)? } else { HashSet::new() };
+        let missing: Vec<&OutRecord> =
+            records.iter().filter(|r| !written.contains(&(r.topic.clone(), r.partition, r.sequence))).collect();
+        if rerun {
+            crate::log::info(&format!(
+                "sink: batch {batch_id} runs again: {} of its {} records were already written, writing the other {}",
+                written.len(),
+                records.len(),
+                missing.len()
+            ));
+        }
+        let result = self.produce(batch_id, &missing, &intent.partition_counts);
+        if self.spec.transactional {
+            match &result {
+                Ok(()) => self
+                    .producer
+                    .commit_transaction(TRANSACTION_TIMEOUT)
+                    .map_err(|error| self.redactor.error(&format!("sink: batch {batch_id}: cannot commit the Kafka transaction"), &error))?,
+                Err(_) => {
+                    let _ = self.producer.abort_transaction(TRANSACTION_TIMEOUT);
+                }
+            }
+        }
+        result.map_err(|error| anyhow!("{error:#}"))
+    }
+
+    fn description(&self) -> String {
+        self.description.clone()
+    }
+
+    fn bytes_written(&self) -> u64 {
+        self.bytes_written
+    }
+}

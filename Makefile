@@ -9,10 +9,15 @@ GUEST_CRATES := running-count alert-suppression freezer-stats scripted noop boun
 GUEST_WASM   := running_count alert_suppression freezer_stats scripted noop boundary_probe future_contract
 WASM_DIR     := build/wasm
 
-.PHONY: deps guests build demo test bench bench-e2e bench-recovery clean
+.PHONY: deps broker guests build demo demo-kafka test bench bench-e2e bench-recovery bench-kafka clean
 
 deps:
 	@scripts/install-deps.sh
+
+# The Kafka-protocol broker the Kafka tests and demo run against, installed once into
+# a cache directory outside the clone (~25 min the first time).
+broker: deps
+	@scripts/install-kafka-broker.sh > /dev/null
 
 guests: deps
 	cargo build --release --target wasm32-wasip2 $(addprefix -p ,$(GUEST_CRATES))
@@ -31,8 +36,11 @@ build: deps
 demo: guests build
 	$(CARGO_TARGET_DIR)/debug/eddy run examples/running-count/pipeline.toml
 
-test: guests build
-	cargo test --workspace
+demo-kafka: guests build broker
+	scripts/demo-kafka.sh
+
+test: guests build broker
+	EDDY_KAFKA_BROKER="$$(scripts/install-kafka-broker.sh)" cargo test --workspace
 
 bench: guests
 	cargo bench -p eddy
@@ -43,6 +51,9 @@ bench-e2e: guests
 
 bench-recovery: guests
 	scripts/bench-recovery.sh
+
+bench-kafka: guests broker
+	scripts/bench-kafka.sh
 
 clean:
 	rm -rf build

@@ -1,6 +1,8 @@
 //! Helpers for eddy's end-to-end tests: where the built components and the `eddy`
 //! binary are, and a driver for the `scripted` test processor.
 
+pub mod kafka;
+
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -39,7 +39,8 @@ impl Broker {
     /// Starts a broker with empty storage.
     pub fn start() -> Self {
         let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
-        let mut broker = Broker { binary: broker_binary(), dir: tempfile::tempdir().expect("temp dir"), port, child: None };
+        let mut broker =
+            Broker { binary: broker_binary(), dir: tempfile::tempdir().expect("temp dir"), port, child: None };
         broker.launch();
         broker
     }

@@ -39,7 +39,10 @@ fn spec(dir: &Path, broker: &Broker, source: &str, trigger: &str, sink: &str) ->
 }
 
 fn kafka_sink(broker: &Broker, topic: &str) -> String {
-    format!("format = \"kafka\"\ntopic = \"{topic}\"\nkey-column = \"user\"\n[sink.kafka]\n\"bootstrap.servers\" = \"{}\"", broker.bootstrap())
+    format!(
+        "format = \"kafka\"\ntopic = \"{topic}\"\nkey-column = \"user\"\n[sink.kafka]\n\"bootstrap.servers\" = \"{}\"",
+        broker.bootstrap()
+    )
 }
 
 fn run(spec: &Path, checkpoint: &Path) -> Output {
@@ -87,7 +90,8 @@ fn reference(input: &[Value], batches: &[Value], topic: &str) -> BTreeMap<u64, B
         let source = &batch["sources"][0];
         let mut seen = BTreeSet::new();
         for record in input {
-            let (partition, offset) = (record["partition"].as_i64().expect("partition"), record["offset"].as_i64().expect("offset"));
+            let (partition, offset) =
+                (record["partition"].as_i64().expect("partition"), record["offset"].as_i64().expect("offset"));
             let start = offset_of(&source["startOffset"], topic, partition).unwrap_or(0);
             let Some(end) = offset_of(&source["endOffset"], topic, partition) else { continue };
             if offset < start || offset >= end {
@@ -99,7 +103,13 @@ fn reference(input: &[Value], batches: &[Value], topic: &str) -> BTreeMap<u64, B
             total.1 += record["value"]["amount"].as_i64().expect("amount");
             seen.insert(user);
         }
-        let rows: BTreeSet<(String, i64, i64)> = seen.into_iter().map(|u| { let (c, s) = totals[&u]; (u, c, s) }).collect();
+        let rows: BTreeSet<(String, i64, i64)> = seen
+            .into_iter()
+            .map(|u| {
+                let (c, s) = totals[&u];
+                (u, c, s)
+            })
+            .collect();
         if !rows.is_empty() {
             expected.insert(batch["batchId"].as_u64().expect("batch id"), rows);
         }
@@ -230,7 +240,8 @@ fn deleted_offsets_fail_the_query_or_are_skipped_and_counted() {
     assert!(!failed.status.success(), "deleted offsets stop the query");
     let error = String::from_utf8_lossy(&failed.stderr);
     assert!(
-        error.contains("topic 'events' partition 0: offsets 50 to 79 were deleted") && error.contains("fail-on-data-loss = false"),
+        error.contains("topic 'events' partition 0: offsets 50 to 79 were deleted")
+            && error.contains("fail-on-data-loss = false"),
         "{error}"
     );
 
@@ -247,15 +258,23 @@ fn a_bad_record_is_an_error_a_skip_or_a_dead_letter() {
     let broker = Broker::start();
     broker.create_topic("in", 1);
     broker.create_topic("out", 1);
-    let lines: Vec<String> = [r#"{"user":"a","amount":1}"#, r#"{"user":"b","amount":1.5}"#, r#"{"user":"c","amount":3}"#]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let lines: Vec<String> =
+        [r#"{"user":"a","amount":1}"#, r#"{"user":"b","amount":1.5}"#, r#"{"user":"c","amount":3}"#]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
     broker.produce("in", &lines, None);
-    let source = |policy: &str| format!("topics = [\"in\"]\nstarting-offsets = \"earliest\"\non-bad-record = \"{policy}\"\ndead-letter-path = \"dead\"");
+    let source = |policy: &str| {
+        format!(
+            "topics = [\"in\"]\nstarting-offsets = \"earliest\"\non-bad-record = \"{policy}\"\ndead-letter-path = \"dead\""
+        )
+    };
 
     let dir = tempfile::tempdir().expect("temp dir");
-    let fail = run(&spec(dir.path(), &broker, &source("fail"), "once = true", "format = \"json\"\npath = \"out\""), &dir.path().join("cp"));
+    let fail = run(
+        &spec(dir.path(), &broker, &source("fail"), "once = true", "format = \"json\"\npath = \"out\""),
+        &dir.path().join("cp"),
+    );
     assert!(!fail.status.success());
     let error = String::from_utf8_lossy(&fail.stderr);
     assert!(
@@ -267,13 +286,19 @@ fn a_bad_record_is_an_error_a_skip_or_a_dead_letter() {
     assert!(!dir.path().join("cp/commits/0").exists(), "nothing committed");
 
     let dir = tempfile::tempdir().expect("temp dir");
-    let skip = run(&spec(dir.path(), &broker, &source("skip"), "once = true", "format = \"json\"\npath = \"out\""), &dir.path().join("cp"));
+    let skip = run(
+        &spec(dir.path(), &broker, &source("skip"), "once = true", "format = \"json\"\npath = \"out\""),
+        &dir.path().join("cp"),
+    );
     assert_ok(&skip, &broker);
     let batch = &progress(&dir.path().join("cp"))[0]["sources"][0];
     assert_eq!((batch["numInputRows"].as_u64(), batch["metrics"]["numBadRecords"].as_str()), (Some(2), Some("1")));
 
     let dir = tempfile::tempdir().expect("temp dir");
-    let letter = run(&spec(dir.path(), &broker, &source("dead-letter"), "once = true", "format = \"json\"\npath = \"out\""), &dir.path().join("cp"));
+    let letter = run(
+        &spec(dir.path(), &broker, &source("dead-letter"), "once = true", "format = \"json\"\npath = \"out\""),
+        &dir.path().join("cp"),
+    );
     assert_ok(&letter, &broker);
     let text = std::fs::read_to_string(dir.path().join("dead/batch-00000.jsonl")).expect("dead letters");
     let letter: Value = serde_json::from_str(text.trim()).expect("one JSON line");
@@ -337,7 +362,11 @@ fn a_credential_given_by_reference_appears_nowhere() {
             files.extend(std::fs::read_dir(&path).expect("dir").flatten().map(|e| e.path()));
         } else {
             let bytes = std::fs::read(&path).expect("file");
-            assert!(!bytes.windows(secret.len()).any(|w| w == secret.as_bytes()), "the secret is in {}", path.display());
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "the secret is in {}",
+                path.display()
+            );
             checked += 1;
         }
     }

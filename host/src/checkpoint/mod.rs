@@ -17,9 +17,9 @@
 //! The engine keeps the protocol (when to plan, publish, commit); this room keeps the
 //! files: where they are, their format and version, and how long they are kept.
 
+mod partition_log;
 mod progress_log;
 mod progress_record;
-mod partition_log;
 mod record_log;
 mod records;
 mod source_log;
@@ -28,12 +28,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+pub use partition_log::{PartitionLog, PartitionRange};
 pub use progress_log::{FOLLOW_POLL, Follower, ProgressLog};
 pub use progress_record::{
     EventTimeProgress, HotKey, QueryProgress, SinkProgress, SourceProgress, StateOperatorProgress, TopKeys,
     rows_per_second,
 };
-pub use partition_log::{PartitionLog, PartitionRange};
 pub use record_log::{FORMAT_VERSION, RecordLog};
 pub use records::{CommitRecord, Metadata, OffsetsRecord, SinkManifest};
 pub use source_log::{LoggedFile, SourceLog};

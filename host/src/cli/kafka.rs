@@ -91,7 +91,9 @@ pub fn run(args: &KafkaArgs) -> Result<()> {
         KafkaCommand::CreateTopic { topic, partitions, if_not_exists } => {
             create_topic(&ClientSettings::new(&properties, &[])?, topic, *partitions, *if_not_exists)
         }
-        KafkaCommand::Produce { topic, file, key_field } => produce(&properties, topic, file.as_deref(), key_field.as_deref()),
+        KafkaCommand::Produce { topic, file, key_field } => {
+            produce(&properties, topic, file.as_deref(), key_field.as_deref())
+        }
         KafkaCommand::Consume { topic, metadata, isolation } => consume(&properties, topic, *metadata, isolation),
         KafkaCommand::DeleteRecords { topic, partition, before } => {
             delete_records_before(&ClientSettings::new(&properties, &[])?, topic, *partition, *before)
@@ -102,14 +104,23 @@ pub fn run(args: &KafkaArgs) -> Result<()> {
 /// The partition count of `topic`.
 fn partition_count(consumer: &BaseConsumer<EddyContext>, settings: &ClientSettings, topic: &str) -> Result<i32> {
     let found = topic_partitions(consumer, &settings.redactor(), |name| name == topic)?;
-    found.first().map(|(_, count)| *count).ok_or_else(|| anyhow!("topic '{topic}' does not exist; create it with `eddy kafka create-topic {topic}`"))
+    found
+        .first()
+        .map(|(_, count)| *count)
+        .ok_or_else(|| anyhow!("topic '{topic}' does not exist; create it with `eddy kafka create-topic {topic}`"))
 }
 
-fn produce(properties: &KafkaProperties, topic: &str, file: Option<&std::path::Path>, key_field: Option<&str>) -> Result<()> {
+fn produce(
+    properties: &KafkaProperties,
+    topic: &str,
+    file: Option<&std::path::Path>,
+    key_field: Option<&str>,
+) -> Result<()> {
     let mut settings = ClientSettings::new(properties, &[("linger.ms", "5")])?;
     settings.set("enable.idempotence", "true").set("acks", "all");
     let producer: BaseProducer<EddyContext> = settings.create("eddy kafka produce")?;
-    let consumer: BaseConsumer<EddyContext> = ClientSettings::new(properties, &[("group.id", "eddy")])?.create("eddy kafka")?;
+    let consumer: BaseConsumer<EddyContext> =
+        ClientSettings::new(properties, &[("group.id", "eddy")])?.create("eddy kafka")?;
     let partitions = partition_count(&consumer, &settings, topic)?;
     let input: Box<dyn BufRead> = match file {
         Some(path) => Box::new(std::io::BufReader::new(
@@ -146,7 +157,10 @@ fn produce(properties: &KafkaProperties, topic: &str, file: Option<&std::path::P
         loop {
             match producer.send(record) {
                 Ok(()) => break,
-                Err((rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), back)) => {
+                Err((
+                    rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
+                    back,
+                )) => {
                     producer.poll(Duration::from_millis(50));
                     record = back;
                 }
@@ -155,10 +169,16 @@ fn produce(properties: &KafkaProperties, topic: &str, file: Option<&std::path::P
         }
         sent += 1;
     }
-    producer.flush(Duration::from_secs(300)).map_err(|error| settings.redactor().error("records were not delivered", &error))?;
+    producer
+        .flush(Duration::from_secs(300))
+        .map_err(|error| settings.redactor().error("records were not delivered", &error))?;
     let deliveries = producer.context().take_deliveries();
     if deliveries.failed > 0 {
-        bail!("{} of {sent} records were not delivered: {}", deliveries.failed, deliveries.first_error.unwrap_or_default());
+        bail!(
+            "{} of {sent} records were not delivered: {}",
+            deliveries.failed,
+            deliveries.first_error.unwrap_or_default()
+        );
     }
     eprintln!("produced {sent} records to topic '{topic}'");
     Ok(())

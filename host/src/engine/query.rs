@@ -154,6 +154,7 @@ impl Query {
             .with_context(|| format!("batch {batch_id} failed; nothing of it was committed"))?;
         let sink_bytes_before = self.sink.bytes_written();
         let sink_ms = self.publish(batch_id, &output.rows)?;
+        pause_after_publish();
         let sink_bytes = self.sink.bytes_written() - sink_bytes_before;
         let commit_ms = self.commit(&input, output.txns)?;
         let mut metrics = batch_metrics(input, output.stats, output.rows.iter().map(|b| b.num_rows() as u64).sum());
@@ -321,6 +322,20 @@ impl Query {
     /// Ends every stage.
     pub fn close(&mut self) -> Result<()> {
         self.stages.iter_mut().try_for_each(|stage| stage.close())
+    }
+}
+
+/// Fault injection for crash tests: with `EDDY_PAUSE_AFTER_PUBLISH_MS` set, every batch
+/// waits that long between publishing its output and committing its state, so that a
+/// test's kill -9 lands in that window (the one exactly-once sinks must survive).
+fn pause_after_publish() {
+    static PAUSE: std::sync::OnceLock<Option<std::time::Duration>> = std::sync::OnceLock::new();
+    let pause = PAUSE.get_or_init(|| {
+        let ms = std::env::var("EDDY_PAUSE_AFTER_PUBLISH_MS").ok()?.parse().ok()?;
+        Some(std::time::Duration::from_millis(ms))
+    });
+    if let Some(pause) = pause {
+        std::thread::sleep(*pause);
     }
 }
 

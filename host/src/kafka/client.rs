@@ -94,7 +94,12 @@ impl ClientContext for EddyContext {
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
-        crate::log::warn(&format!("{} (Kafka): {}: {}", self.label, self.redactor.clean(&error.to_string()), self.redactor.clean(reason)));
+        crate::log::warn(&format!(
+            "{} (Kafka): {}: {}",
+            self.label,
+            self.redactor.clean(&error.to_string()),
+            self.redactor.clean(reason)
+        ));
     }
 }
 
@@ -162,8 +167,9 @@ pub fn topic_partitions(
     redactor: &Redactor,
     wanted: impl Fn(&str) -> bool,
 ) -> Result<Vec<(String, i32)>> {
-    let metadata =
-        consumer.fetch_metadata(None, REQUEST_TIMEOUT).map_err(|error| redactor.error("cannot read the Kafka cluster's metadata", &error))?;
+    let metadata = consumer
+        .fetch_metadata(None, REQUEST_TIMEOUT)
+        .map_err(|error| redactor.error("cannot read the Kafka cluster's metadata", &error))?;
     let mut topics = Vec::new();
     for topic in metadata.topics() {
         if topic.error().is_some() || !wanted(topic.name()) || topic.partitions().is_empty() {
@@ -183,9 +189,9 @@ pub fn watermarks(
     topic: &str,
     partition: i32,
 ) -> Result<(i64, i64)> {
-    consumer
-        .fetch_watermarks(topic, partition, REQUEST_TIMEOUT)
-        .map_err(|error| redactor.error(&format!("cannot read the offsets of topic '{topic}' partition {partition}"), &error))
+    consumer.fetch_watermarks(topic, partition, REQUEST_TIMEOUT).map_err(|error| {
+        redactor.error(&format!("cannot read the offsets of topic '{topic}' partition {partition}"), &error)
+    })
 }
 
 /// Creates `topic` with `partitions` partitions (used by `eddy kafka` and tests); an
@@ -193,7 +199,8 @@ pub fn watermarks(
 pub fn create_topic(settings: &ClientSettings, topic: &str, partitions: i32, exist_ok: bool) -> Result<()> {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
     let admin: AdminClient<EddyContext> = settings.create("eddy kafka")?;
-    let runtime = tokio::runtime::Builder::new_current_thread().build().context("cannot start a runtime for the admin client")?;
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().build().context("cannot start a runtime for the admin client")?;
     let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
     let options = AdminOptions::new().operation_timeout(Some(REQUEST_TIMEOUT));
     let results = runtime
@@ -215,7 +222,8 @@ pub fn delete_records_before(settings: &ClientSettings, topic: &str, partition: 
     use rdkafka::admin::{AdminClient, AdminOptions};
     use rdkafka::{Offset, TopicPartitionList};
     let admin: AdminClient<EddyContext> = settings.create("eddy kafka")?;
-    let runtime = tokio::runtime::Builder::new_current_thread().build().context("cannot start a runtime for the admin client")?;
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().build().context("cannot start a runtime for the admin client")?;
     let mut offsets = TopicPartitionList::new();
     offsets
         .add_partition_offset(topic, partition, Offset::Offset(offset))
@@ -226,7 +234,9 @@ pub fn delete_records_before(settings: &ClientSettings, topic: &str, partition: 
         .map_err(|error| settings.redactor.error(&format!("cannot delete records of topic '{topic}'"), &error))?;
     for element in deleted.elements() {
         if let Err(error) = element.error() {
-            return Err(settings.redactor.error(&format!("cannot delete records of topic '{topic}' partition {partition}"), &error));
+            return Err(settings
+                .redactor
+                .error(&format!("cannot delete records of topic '{topic}' partition {partition}"), &error));
         }
     }
     Ok(())

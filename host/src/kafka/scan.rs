@@ -109,7 +109,12 @@ pub fn scan(
 }
 
 /// Assigns the partitions not done yet at their positions.
-fn assign(consumer: &BaseConsumer<EddyContext>, redactor: &Redactor, ranges: &[ScanRange], position: &[i64]) -> Result<()> {
+fn assign(
+    consumer: &BaseConsumer<EddyContext>,
+    redactor: &Redactor,
+    ranges: &[ScanRange],
+    position: &[i64],
+) -> Result<()> {
     let mut assignment = TopicPartitionList::new();
     for (range, at) in ranges.iter().zip(position) {
         if *at < range.end {

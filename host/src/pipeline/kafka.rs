@@ -74,18 +74,18 @@ impl StartingOffsets {
             "latest" => return Ok(Self::Latest),
             _ => {}
         }
-        let expected = "expected \"earliest\", \"latest\" or JSON like {\"topic\":{\"0\":23,\"1\":-2}} (-2: earliest, -1: latest)";
+        let expected =
+            "expected \"earliest\", \"latest\" or JSON like {\"topic\":{\"0\":23,\"1\":-2}} (-2: earliest, -1: latest)";
         let parsed: BTreeMap<String, BTreeMap<String, i64>> =
             serde_json::from_str(text).map_err(|error| format!("'{text}' is not valid: {error}; {expected}"))?;
         let mut offsets = BTreeMap::new();
         for (topic, partitions) in parsed {
             let mut by_partition = BTreeMap::new();
             for (partition, offset) in partitions {
-                let number: i32 = partition
-                    .parse()
-                    .ok()
-                    .filter(|p: &i32| *p >= 0)
-                    .ok_or_else(|| format!("topic '{topic}': '{partition}' is not a partition number; {expected}"))?;
+                let number: i32 =
+                    partition.parse().ok().filter(|p: &i32| *p >= 0).ok_or_else(|| {
+                        format!("topic '{topic}': '{partition}' is not a partition number; {expected}")
+                    })?;
                 if offset < -2 {
                     return Err(format!("topic '{topic}' partition {number}: offset {offset}; {expected}"));
                 }

@@ -73,7 +73,11 @@ pub(super) fn sink_spec(at: &Locator, base: &Path, raw: Option<&RawSink>) -> Res
 
 fn kafka_sink(at: &Locator, base: &Path, sink: &RawSink) -> Result<KafkaSinkSpec> {
     if let Some(path) = &sink.path {
-        return Err(at.at(path, "sink.path", "the Kafka sink writes to a topic: set topic (or topic-column), not path"));
+        return Err(at.at(
+            path,
+            "sink.path",
+            "the Kafka sink writes to a topic: set topic (or topic-column), not path",
+        ));
     }
     let non_empty = |value: &Option<Spanned<String>>, key: &str| match value {
         Some(text) if text.get_ref().is_empty() => Err(at.at(text, key, "expected a name")),
@@ -83,10 +87,18 @@ fn kafka_sink(at: &Locator, base: &Path, sink: &RawSink) -> Result<KafkaSinkSpec
     let topic = non_empty(&sink.topic, "sink.topic")?;
     let topic_column = non_empty(&sink.topic_column, "sink.topic-column")?;
     if topic.is_none() && topic_column.is_none() {
-        return Err(at.at(&sink.format, "sink.topic", "the Kafka sink needs topic = \"name\" or topic-column = \"column\""));
+        return Err(at.at(
+            &sink.format,
+            "sink.topic",
+            "the Kafka sink needs topic = \"name\" or topic-column = \"column\"",
+        ));
     }
     let Some(table) = &sink.kafka else {
-        return Err(at.at(&sink.format, "sink.kafka", "the Kafka sink needs [sink.kafka] with \"bootstrap.servers\" = \"host:port\""));
+        return Err(at.at(
+            &sink.format,
+            "sink.kafka",
+            "the Kafka sink needs [sink.kafka] with \"bootstrap.servers\" = \"host:port\"",
+        ));
     };
     let properties =
         KafkaProperties::from_table(table.get_ref(), base).map_err(|problem| at.at(table, "sink.kafka", problem))?;

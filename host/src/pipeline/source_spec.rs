@@ -8,7 +8,9 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::duration::parse_duration;
-use super::kafka::{DEFAULT_MAX_OFFSETS_PER_TRIGGER, KafkaProperties, KafkaSourceSpec, METADATA_COLUMNS, StartingOffsets, Subscription};
+use super::kafka::{
+    DEFAULT_MAX_OFFSETS_PER_TRIGGER, KafkaProperties, KafkaSourceSpec, METADATA_COLUMNS, StartingOffsets, Subscription,
+};
 use super::limits::RawSize;
 use super::model::*;
 use super::schema::parse_schema;
@@ -62,7 +64,11 @@ pub(super) fn source_spec(at: &Locator, base: &Path, index: usize, raw: &RawSour
             ("fail-on-data-loss", raw.fail_on_data_loss.map(|_| raw.format.span())),
         ];
         if let Some((name, Some(span))) = kafka_only.into_iter().find(|(_, span)| span.is_some()) {
-            return Err(at.error(span, &key(name), format!("only Kafka sources take this key, and this one is \"{format}\"")));
+            return Err(at.error(
+                span,
+                &key(name),
+                format!("only Kafka sources take this key, and this one is \"{format}\""),
+            ));
         }
     }
     let (kind, schema) = match format {
@@ -211,9 +217,13 @@ fn parse_timestamp(text: &str) -> Result<i64, String> {
         .map_err(|_| format!("'{text}' is not a timestamp; expected RFC 3339, e.g. \"2026-11-13T08:00:00Z\""))
 }
 
-
 /// The kind and schema of a `format = "kafka"` source.
-fn kafka_source(at: &Locator, base: &Path, index: usize, raw: &RawSource) -> Result<(SourceKind, arrow::datatypes::SchemaRef)> {
+fn kafka_source(
+    at: &Locator,
+    base: &Path,
+    index: usize,
+    raw: &RawSource,
+) -> Result<(SourceKind, arrow::datatypes::SchemaRef)> {
     let key = |field: &str| format!("source[{index}].{field}");
     let file_only = [
         ("path", raw.path.as_ref().map(Spanned::span)),
@@ -248,13 +258,18 @@ fn kafka_source(at: &Locator, base: &Path, index: usize, raw: &RawSource) -> Res
         }
     };
     let schema_text = raw.schema.as_ref().ok_or_else(|| {
-        at.at(&raw.format, &key("schema"), "a Kafka source needs the schema of its JSON values, e.g. \"user STRING, amount BIGINT\"")
+        at.at(
+            &raw.format,
+            &key("schema"),
+            "a Kafka source needs the schema of its JSON values, e.g. \"user STRING, amount BIGINT\"",
+        )
     })?;
     let schema = parse_schema(schema_text.get_ref()).map_err(|problem| at.at(schema_text, &key("schema"), problem))?;
     let metadata_columns = match &raw.metadata_columns {
         Some(columns) => {
             if let Some(unknown) = columns.get_ref().iter().find(|c| !METADATA_COLUMNS.contains(&c.as_str())) {
-                let problem = format!("'{unknown}' is not Kafka metadata; expected some of {}", METADATA_COLUMNS.join(", "));
+                let problem =
+                    format!("'{unknown}' is not Kafka metadata; expected some of {}", METADATA_COLUMNS.join(", "));
                 return Err(at.at(columns, &key("metadata-columns"), problem));
             }
             if let Some(missing) = columns.get_ref().iter().find(|c| schema.index_of(c).is_err()) {
@@ -268,8 +283,9 @@ fn kafka_source(at: &Locator, base: &Path, index: usize, raw: &RawSource) -> Res
     let schema_span = schema_text;
     check_metadata_types(&schema, &metadata_columns).map_err(|problem| at.at(schema_span, &key("schema"), problem))?;
     let starting_offsets = match &raw.starting_offsets {
-        Some(text) => StartingOffsets::parse(text.get_ref())
-            .map_err(|problem| at.at(text, &key("starting-offsets"), problem))?,
+        Some(text) => {
+            StartingOffsets::parse(text.get_ref()).map_err(|problem| at.at(text, &key("starting-offsets"), problem))?
+        }
         None => StartingOffsets::Latest,
     };
     let max_offsets_per_trigger = match &raw.max_offsets_per_trigger {
@@ -283,10 +299,13 @@ fn kafka_source(at: &Locator, base: &Path, index: usize, raw: &RawSource) -> Res
             "a Kafka source needs [source.kafka] with \"bootstrap.servers\" = \"host:port\"",
         ));
     };
-    let properties = KafkaProperties::from_table(table.get_ref(), base)
-        .map_err(|problem| at.at(table, &key("kafka"), problem))?;
-    check_properties(&properties, &["enable.auto.commit", "enable.auto.offset.store", "auto.offset.reset", "enable.partition.eof"])
-        .map_err(|problem| at.at(table, &key("kafka"), problem))?;
+    let properties =
+        KafkaProperties::from_table(table.get_ref(), base).map_err(|problem| at.at(table, &key("kafka"), problem))?;
+    check_properties(
+        &properties,
+        &["enable.auto.commit", "enable.auto.offset.store", "auto.offset.reset", "enable.partition.eof"],
+    )
+    .map_err(|problem| at.at(table, &key("kafka"), problem))?;
     let spec = KafkaSourceSpec {
         subscription,
         starting_offsets,

@@ -72,15 +72,16 @@ pub struct KafkaSink {
 impl KafkaSink {
     /// The sink `spec` describes, writing for `owner`.
     pub fn new(spec: &KafkaSinkSpec, owner: &SinkOwner) -> Result<Self> {
-        let mut producer_settings = ClientSettings::new(&spec.properties, &[("client.id", "eddy-sink")])
-            .context("sink")?;
+        let mut producer_settings =
+            ClientSettings::new(&spec.properties, &[("client.id", "eddy-sink")]).context("sink")?;
         producer_settings.set("enable.idempotence", "true").set("acks", "all");
         if spec.transactional {
             producer_settings.set("transactional.id", &format!("eddy-{}-sink-0", owner.query_id));
         }
         let producer: BaseProducer<EddyContext> = producer_settings.create("sink")?;
         let isolation = if spec.transactional { "read_committed" } else { "read_uncommitted" };
-        let mut reader_settings = ClientSettings::new(&spec.properties, &[("group.id", "eddy"), ("client.id", "eddy-sink-reader")])?;
+        let mut reader_settings =
+            ClientSettings::new(&spec.properties, &[("group.id", "eddy"), ("client.id", "eddy-sink-reader")])?;
         reader_settings
             .set("isolation.level", isolation)
             .set("enable.auto.commit", "false")
@@ -115,7 +116,9 @@ impl KafkaSink {
         let found: BTreeMap<String, i32> =
             topic_partitions(&self.reader, &self.redactor, |name| topics.contains(name))?.into_iter().collect();
         if let Some(missing) = topics.iter().find(|topic| !found.contains_key(**topic)) {
-            bail!("sink: topic '{missing}' does not exist; create it first (e.g. `eddy kafka create-topic {missing} --bootstrap-servers …`)");
+            bail!(
+                "sink: topic '{missing}' does not exist; create it first (e.g. `eddy kafka create-topic {missing} --bootstrap-servers …`)"
+            );
         }
         Ok(found)
     }
@@ -141,7 +144,12 @@ impl KafkaSink {
         let mut ranges = Vec::new();
         for start in intent.starts.iter().filter(|s| targets.contains(&(s.topic.as_str(), s.partition))) {
             let (_, high) = watermarks(&self.reader, &self.redactor, &start.topic, start.partition)?;
-            ranges.push(ScanRange { topic: start.topic.clone(), partition: start.partition, start: start.offset, end: high });
+            ranges.push(ScanRange {
+                topic: start.topic.clone(),
+                partition: start.partition,
+                start: start.offset,
+                end: high,
+            });
         }
         let mut found = HashSet::new();
         let (query, batch) = (self.query_id.as_bytes(), intent.batch_id.to_string());
@@ -162,7 +170,12 @@ impl KafkaSink {
     }
 
     /// Produces `records` and waits until every one is delivered.
-    fn produce(&mut self, batch_id: u64, records: &[&OutRecord], partition_counts: &BTreeMap<String, i32>) -> Result<()> {
+    fn produce(
+        &mut self,
+        batch_id: u64,
+        records: &[&OutRecord],
+        partition_counts: &BTreeMap<String, i32>,
+    ) -> Result<()> {
         let batch = batch_id.to_string();
         for record in records {
             let sequence = record.sequence.to_string();
@@ -186,14 +199,18 @@ impl KafkaSink {
                         self.producer.poll(Duration::from_millis(50));
                         message = back;
                     }
-                    Err((error, _)) => return Err(self.redactor.error(&format!("sink: batch {batch_id}: cannot send a record"), &error)),
+                    Err((error, _)) => {
+                        return Err(self
+                            .redactor
+                            .error(&format!("sink: batch {batch_id}: cannot send a record"), &error));
+                    }
                 }
             }
             self.bytes_written += record.value.len() as u64;
         }
-        self.producer
-            .flush(DELIVERY_TIMEOUT)
-            .map_err(|error| self.redactor.error(&format!("sink: batch {batch_id}: records were not delivered"), &error))?;
+        self.producer.flush(DELIVERY_TIMEOUT).map_err(|error| {
+            self.redactor.error(&format!("sink: batch {batch_id}: records were not delivered"), &error)
+        })?;
         let deliveries = self.producer.context().take_deliveries();
         if deliveries.failed > 0 || deliveries.delivered < records.len() as u64 {
             bail!(
@@ -251,10 +268,9 @@ impl Sink for KafkaSink {
         let result = self.produce(batch_id, &missing, &intent.partition_counts);
         if self.spec.transactional {
             match &result {
-                Ok(()) => self
-                    .producer
-                    .commit_transaction(TRANSACTION_TIMEOUT)
-                    .map_err(|error| self.redactor.error(&format!("sink: batch {batch_id}: cannot commit the Kafka transaction"), &error))?,
+                Ok(()) => self.producer.commit_transaction(TRANSACTION_TIMEOUT).map_err(|error| {
+                    self.redactor.error(&format!("sink: batch {batch_id}: cannot commit the Kafka transaction"), &error)
+                })?,
                 Err(_) => {
                     let _ = self.producer.abort_transaction(TRANSACTION_TIMEOUT);
                 }

@@ -40,7 +40,9 @@ pub(super) struct Encoded {
 pub(super) fn encode(schema: &SchemaRef, rows: &[RecordBatch], columns: &Columns<'_>) -> Result<Encoded> {
     let names = || schema.fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>().join(", ");
     let find = |column: &str, key: &str| {
-        schema.index_of(column).map_err(|_| anyhow!("sink.{key} '{column}' is not an output column (columns: {})", names()))
+        schema
+            .index_of(column)
+            .map_err(|_| anyhow!("sink.{key} '{column}' is not an output column (columns: {})", names()))
     };
     let topic_index = columns.topic_column.map(|c| find(c, "topic-column")).transpose()?;
     let key_index = columns.key_column.map(|c| find(c, "key-column")).transpose()?;
@@ -65,7 +67,11 @@ pub(super) fn encode(schema: &SchemaRef, rows: &[RecordBatch], columns: &Columns
             let topic = match (topic_index, columns.topic) {
                 (Some(index), fallback) => {
                     let array = batch.column(index).as_any().downcast_ref::<StringArray>();
-                    match array.filter(|a| a.is_valid(row)).map(|a| a.value(row).to_string()).or(fallback.map(str::to_string)) {
+                    match array
+                        .filter(|a| a.is_valid(row))
+                        .map(|a| a.value(row).to_string())
+                        .or(fallback.map(str::to_string))
+                    {
                         Some(topic) if !topic.is_empty() => topic,
                         _ => bail!("sink.topic-column: a row has no topic (null or empty) and no sink.topic is set"),
                     }
@@ -88,7 +94,8 @@ fn key_bytes(column: &dyn Array) -> Result<Vec<Option<Vec<u8>>>> {
         return Ok((0..binary.len()).map(|i| binary.is_valid(i).then(|| binary.value(i).to_vec())).collect());
     }
     let text = arrow::compute::cast(column, &DataType::Utf8)?;
-    let text = text.as_any().downcast_ref::<StringArray>().ok_or_else(|| anyhow!("the key column does not cast to text"))?;
+    let text =
+        text.as_any().downcast_ref::<StringArray>().ok_or_else(|| anyhow!("the key column does not cast to text"))?;
     Ok((0..text.len()).map(|i| text.is_valid(i).then(|| text.value(i).as_bytes().to_vec())).collect())
 }
 
@@ -145,7 +152,8 @@ mod tests {
         assert_eq!(encoded.values[1], br#"{"count":2}"#.to_vec());
         let records = assign(encoded, &BTreeMap::from([("out".to_string(), 4)]))?;
         // Kafka: toPositive(murmur2(key)) % 4; murmur2("foobar") = -790332482, murmur2("21") = -973932308.
-        let expected = [(-790332482i32 & 0x7fff_ffff) % 4, 1 % 4, (-973932308i32 & 0x7fff_ffff) % 4];
+        // The keyless second row goes round-robin by its row number (1).
+        let expected = [(-790332482i32 & 0x7fff_ffff) % 4, 1, (-973932308i32 & 0x7fff_ffff) % 4];
         assert_eq!(records.iter().map(|r| r.partition).collect::<Vec<_>>(), expected);
         assert_eq!(records[1].key, None, "a null key stays null");
         let mut seen = BTreeMap::new();

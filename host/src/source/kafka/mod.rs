@@ -53,7 +53,8 @@ impl KafkaSource {
             bail!("source '{}' is not a Kafka source", spec.name);
         };
         let defaults = [("isolation.level", "read_committed"), ("group.id", "eddy"), ("client.id", "eddy-source")];
-        let mut settings = ClientSettings::new(&kafka.properties, &defaults).with_context(|| format!("source '{}'", spec.name))?;
+        let mut settings =
+            ClientSettings::new(&kafka.properties, &defaults).with_context(|| format!("source '{}'", spec.name))?;
         settings
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
@@ -94,7 +95,10 @@ impl KafkaSource {
         let Some(raw) = store.read(Cf::Meta, &self.position_key(topic, partition))? else { return Ok(None) };
         let text = String::from_utf8_lossy(&raw);
         text.parse().map(Some).map_err(|_| {
-            anyhow!("source '{}': the committed position of topic '{topic}' partition {partition} is corrupt ({text})", self.name)
+            anyhow!(
+                "source '{}': the committed position of topic '{topic}' partition {partition} is corrupt ({text})",
+                self.name
+            )
         })
     }
 
@@ -210,7 +214,11 @@ impl Source for KafkaSource {
     fn next_batch(&mut self, store: &StateStore, batch_id: u64, _now_us: i64) -> Result<Option<SourceBatch>> {
         let Some((planned, lost)) = self.plan(store)? else { return Ok(None) };
         for gap in &lost {
-            crate::log::warn(&format!("source '{}': {}; skipped (fail-on-data-loss = false)", self.name, gap.describe()));
+            crate::log::warn(&format!(
+                "source '{}': {}; skipped (fail-on-data-loss = false)",
+                self.name,
+                gap.describe()
+            ));
         }
         self.log.write(batch_id, &planned)?;
         self.read_batch(batch_id, planned, lost).map(Some)
@@ -228,7 +236,10 @@ impl Source for KafkaSource {
         }
         let planned = self.log.read(batch_id)?;
         if &offsets_json(&planned, |range| range.end) != end_offset {
-            bail!("source '{}': batch {batch_id}'s recorded end offsets {end_offset} are not its logged ranges'", self.name);
+            bail!(
+                "source '{}': batch {batch_id}'s recorded end offsets {end_offset} are not its logged ranges'",
+                self.name
+            );
         }
         for range in &planned {
             if let Some(committed) = self.committed_position(store, &range.topic, range.partition)?

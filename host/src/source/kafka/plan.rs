@@ -51,7 +51,10 @@ impl Lost {
         } else {
             format!(
                 "topic '{}' partition {}: offsets {} to {} were deleted (retention or DeleteRecords) before they were read",
-                self.topic, self.partition, self.from, self.to - 1
+                self.topic,
+                self.partition,
+                self.from,
+                self.to - 1
             )
         }
     }
@@ -120,7 +123,8 @@ pub(super) fn apply_limit(ranges: &mut [PartitionRange], limit: u64) {
     if total <= limit {
         return;
     }
-    let mut shares: Vec<u64> = backlogs.iter().map(|b| (u128::from(*b) * u128::from(limit) / u128::from(total)) as u64).collect();
+    let mut shares: Vec<u64> =
+        backlogs.iter().map(|b| (u128::from(*b) * u128::from(limit) / u128::from(total)) as u64).collect();
     let mut left = limit - shares.iter().sum::<u64>();
     let mut order: Vec<usize> = (0..ranges.len()).collect();
     let remainder = |i: usize| u128::from(backlogs[i]) * u128::from(limit) % u128::from(total);
@@ -145,7 +149,9 @@ pub(super) fn offsets_json(ranges: &[PartitionRange], value: impl Fn(&PartitionR
     for range in ranges {
         topics.entry(&range.topic).or_default().insert(range.partition.to_string(), json!(value(range)));
     }
-    Value::Object(topics.into_iter().map(|(topic, partitions)| (topic.to_string(), Value::Object(partitions))).collect())
+    Value::Object(
+        topics.into_iter().map(|(topic, partitions)| (topic.to_string(), Value::Object(partitions))).collect(),
+    )
 }
 
 /// Spark's backlog metrics: how far each partition's end is behind its latest offset.
@@ -189,10 +195,13 @@ mod tests {
     fn deleted_offsets_are_reported_and_skipped() {
         let states = [state(0, Some(3), 5, 9), state(1, Some(12), 0, 4), state(2, Some(2), 0, 4)];
         let (planned, lost) = ranges(&states, &[3, 12, 2], None);
-        assert_eq!(lost, vec![
-            Lost { topic: "t".into(), partition: 0, from: 3, to: 5, past_end: false },
-            Lost { topic: "t".into(), partition: 1, from: 12, to: 4, past_end: true },
-        ]);
+        assert_eq!(
+            lost,
+            vec![
+                Lost { topic: "t".into(), partition: 0, from: 3, to: 5, past_end: false },
+                Lost { topic: "t".into(), partition: 1, from: 12, to: 4, past_end: true },
+            ]
+        );
         assert_eq!((lost[0].count(), lost[1].count()), (2, 0));
         assert!(lost[0].describe().contains("offsets 3 to 4 were deleted"), "{}", lost[0].describe());
         assert_eq!(planned.iter().map(|r| (r.start, r.end)).collect::<Vec<_>>(), vec![(5, 9), (0, 4), (2, 4)]);

@@ -95,7 +95,8 @@ pub(super) fn decode(
 fn value_lines(records: &Records, schema: &Schema, metadata: &[String]) -> (Vec<u8>, HashMap<usize, String>) {
     let mut lines = Vec::with_capacity(records.values.len() + records.metas.len());
     let mut known_bad = HashMap::new();
-    let key_required = metadata.iter().any(|c| c == "key") && schema.field_with_name("key").is_ok_and(|f| !f.is_nullable());
+    let key_required =
+        metadata.iter().any(|c| c == "key") && schema.field_with_name("key").is_ok_and(|f| !f.is_nullable());
     for (index, meta) in records.metas.iter().enumerate() {
         let value = meta.value.map(|(start, end)| &records.values[start..end]);
         match value {
@@ -131,7 +132,8 @@ fn value_lines(records: &Records, schema: &Schema, metadata: &[String]) -> (Vec<
 
 /// A record's value as text (for errors and dead letters).
 fn value_text(records: &Records, meta: &RecordMeta) -> String {
-    meta.value.map_or_else(String::new, |(start, end)| String::from_utf8_lossy(&records.values[start..end]).into_owned())
+    meta.value
+        .map_or_else(String::new, |(start, end)| String::from_utf8_lossy(&records.values[start..end]).into_owned())
 }
 
 /// The column of metadata `name` for `good` records.
@@ -141,10 +143,14 @@ fn metadata_column(name: &str, data_type: &DataType, good: &[&RecordMeta], range
             Arc::new(good.iter().map(|m| m.key.as_deref()).collect::<BinaryArray>())
         }
         "key" => Arc::new(
-            good.iter().map(|m| m.key.as_deref().map(|k| String::from_utf8_lossy(k).into_owned())).collect::<StringArray>(),
+            good.iter()
+                .map(|m| m.key.as_deref().map(|k| String::from_utf8_lossy(k).into_owned()))
+                .collect::<StringArray>(),
         ),
         "topic" => Arc::new(good.iter().map(|m| Some(ranges[m.range].topic.as_str())).collect::<StringArray>()),
-        "partition" => Arc::new(good.iter().map(|m| Some(i64::from(ranges[m.range].partition))).collect::<Int64Array>()),
+        "partition" => {
+            Arc::new(good.iter().map(|m| Some(i64::from(ranges[m.range].partition))).collect::<Int64Array>())
+        }
         "offset" => Arc::new(good.iter().map(|m| Some(m.offset)).collect::<Int64Array>()),
         "headers" => Arc::new(good.iter().map(|m| Some(headers_json(m))).collect::<StringArray>()),
         _ => {

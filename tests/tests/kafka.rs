@@ -375,3 +375,57 @@ fn a_credential_given_by_reference_appears_nowhere() {
         assert!(!record.to_string().contains(secret));
     }
 }
+
+#[test]
+fn a_transactional_sink_writes_each_batch_once_in_a_transaction() {
+    let broker = Broker::start();
+    broker.create_topic("purchases", 2);
+    broker.create_topic("totals", 2);
+    broker.produce("purchases", &purchases(600, 20, 11), Some("user"));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let source = "topics = [\"purchases\"]\nstarting-offsets = \"earliest\"\nmax-offsets-per-trigger = 200";
+    let sink = kafka_sink(&broker, "totals").replace("key-column = \"user\"", "key-column = \"user\"\ntransactional = true");
+    let spec = spec(dir.path(), &broker, source, "available-now = true", &sink);
+    let checkpoint = dir.path().join("checkpoint");
+    assert_ok(&run(&spec, &checkpoint), &broker);
+    let batches = progress(&checkpoint);
+    assert_eq!(output_by_batch(&broker, "totals"), reference(&broker.records("purchases"), &batches, "purchases"));
+}
+
+/// Needs a broker that hides aborted transactional records from read_committed
+/// consumers (Apache Kafka does; the test broker does not): run with
+/// `EDDY_KAFKA_TRANSACTIONS_VERIFIED=1` and `EDDY_KAFKA_BROKER` pointing at one.
+#[test]
+fn a_transaction_killed_midway_is_invisible_to_read_committed_consumers() {
+    if std::env::var("EDDY_KAFKA_TRANSACTIONS_VERIFIED").as_deref() != Ok("1") {
+        eprintln!("skipped: set EDDY_KAFKA_TRANSACTIONS_VERIFIED=1 with a broker that hides aborted records");
+        return;
+    }
+    let broker = Broker::start();
+    broker.create_topic("purchases", 2);
+    broker.create_topic("totals", 2);
+    broker.produce("purchases", &purchases(3000, 30, 12), Some("user"));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let source = "topics = [\"purchases\"]\nstarting-offsets = \"earliest\"\nmax-offsets-per-trigger = 100";
+    let sink = kafka_sink(&broker, "totals").replace("key-column = \"user\"", "key-column = \"user\"\ntransactional = true");
+    let spec = spec(dir.path(), &broker, source, "available-now = true", &sink);
+    let checkpoint = dir.path().join("checkpoint");
+    for kill_after_ms in [700, 1100, 1500] {
+        let mut child = Command::new(eddy_bin())
+            .args(["run", spec.to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")])
+            .env("EDDY_PAUSE_AFTER_PUBLISH_MS", "200")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("eddy starts");
+        std::thread::sleep(Duration::from_millis(kill_after_ms));
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert_ok(&run(&spec, &checkpoint), &broker);
+    let committed = broker.eddy_kafka(&["consume", "totals", "--metadata", "--isolation", "read_committed"], None);
+    let records: Vec<Value> = committed.lines().map(|l| serde_json::from_str(l).expect("JSON")).collect();
+    let batches = progress(&checkpoint);
+    let expected = reference(&broker.records("purchases"), &batches, "purchases");
+    assert_eq!(records.len(), expected.values().map(BTreeSet::len).sum::<usize>(), "each row once, read_committed");
+}

@@ -249,11 +249,6 @@ impl Sink for KafkaSink {
             }
         };
         let records = assign(encoded, &intent.partition_counts)?;
-        if self.spec.transactional {
-            self.producer
-                .begin_transaction()
-                .map_err(|error| self.redactor.error("sink: cannot begin a Kafka transaction", &error))?;
-        }
         let written = if rerun { self.already_written(&intent, &records)? } else { HashSet::new() };
         let missing: Vec<&OutRecord> =
             records.iter().filter(|r| !written.contains(&(r.topic.clone(), r.partition, r.sequence))).collect();
@@ -264,6 +259,11 @@ impl Sink for KafkaSink {
                 records.len(),
                 missing.len()
             ));
+        }
+        if self.spec.transactional {
+            self.producer
+                .begin_transaction()
+                .map_err(|error| self.redactor.error("sink: cannot begin a Kafka transaction", &error))?;
         }
         let result = self.produce(batch_id, &missing, &intent.partition_counts);
         if self.spec.transactional {

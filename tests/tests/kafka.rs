@@ -384,7 +384,8 @@ fn a_transactional_sink_writes_each_batch_once_in_a_transaction() {
     broker.produce("purchases", &purchases(600, 20, 11), Some("user"));
     let dir = tempfile::tempdir().expect("temp dir");
     let source = "topics = [\"purchases\"]\nstarting-offsets = \"earliest\"\nmax-offsets-per-trigger = 200";
-    let sink = kafka_sink(&broker, "totals").replace("key-column = \"user\"", "key-column = \"user\"\ntransactional = true");
+    let sink =
+        kafka_sink(&broker, "totals").replace("key-column = \"user\"", "key-column = \"user\"\ntransactional = true");
     let spec = spec(dir.path(), &broker, source, "available-now = true", &sink);
     let checkpoint = dir.path().join("checkpoint");
     assert_ok(&run(&spec, &checkpoint), &broker);
@@ -407,7 +408,8 @@ fn a_transaction_killed_midway_is_invisible_to_read_committed_consumers() {
     broker.produce("purchases", &purchases(3000, 30, 12), Some("user"));
     let dir = tempfile::tempdir().expect("temp dir");
     let source = "topics = [\"purchases\"]\nstarting-offsets = \"earliest\"\nmax-offsets-per-trigger = 100";
-    let sink = kafka_sink(&broker, "totals").replace("key-column = \"user\"", "key-column = \"user\"\ntransactional = true");
+    let sink =
+        kafka_sink(&broker, "totals").replace("key-column = \"user\"", "key-column = \"user\"\ntransactional = true");
     let spec = spec(dir.path(), &broker, source, "available-now = true", &sink);
     let checkpoint = dir.path().join("checkpoint");
     for kill_after_ms in [700, 1100, 1500] {

@@ -239,6 +239,17 @@ impl fmt::Debug for KafkaProperties {
     }
 }
 
+/// Properties that eddy sets itself and a spec must leave out.
+pub(super) fn check_properties(properties: &KafkaProperties, owned: &[&str]) -> Result<(), String> {
+    if !properties.has("bootstrap.servers") {
+        return Err("\"bootstrap.servers\" is missing; set it to the brokers' host:port list".into());
+    }
+    match owned.iter().find(|key| properties.has(key)) {
+        Some(key) => Err(format!("'{key}' is set by eddy (it keeps exactly-once); leave it out")),
+        None => Ok(()),
+    }
+}
+
 /// Whether a librdkafka property holds a credential (passwords, keys, secrets, tokens).
 pub fn is_sensitive(key: &str) -> bool {
     let key = key.to_ascii_lowercase();

@@ -4,6 +4,7 @@
 mod duration;
 mod kafka;
 mod limits;
+mod located;
 mod model;
 mod schema;
 mod sink_spec;

@@ -6,10 +6,9 @@ use anyhow::Result;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::kafka::{KafkaProperties, KafkaSinkSpec};
+use super::kafka::{KafkaProperties, KafkaSinkSpec, check_properties};
+use super::located::Locator;
 use super::model::*;
-use super::source_spec::check_properties;
-use super::spec::Locator;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]

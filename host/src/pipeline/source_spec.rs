@@ -10,11 +10,12 @@ use toml::Spanned;
 use super::duration::parse_duration;
 use super::kafka::{
     DEFAULT_MAX_OFFSETS_PER_TRIGGER, KafkaProperties, KafkaSourceSpec, METADATA_COLUMNS, StartingOffsets, Subscription,
+    check_properties,
 };
 use super::limits::RawSize;
+use super::located::{Locator, positive};
 use super::model::*;
 use super::schema::parse_schema;
-use super::spec::{Locator, positive};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -342,15 +343,4 @@ fn check_metadata_types(schema: &arrow::datatypes::Schema, columns: &[String]) -
         }
     }
     Ok(())
-}
-
-/// Properties that eddy sets itself and a spec must leave out.
-pub(super) fn check_properties(properties: &KafkaProperties, owned: &[&str]) -> Result<(), String> {
-    if !properties.has("bootstrap.servers") {
-        return Err("\"bootstrap.servers\" is missing; set it to the brokers' host:port list".into());
-    }
-    match owned.iter().find(|key| properties.has(key)) {
-        Some(key) => Err(format!("'{key}' is set by eddy (it keeps exactly-once); leave it out")),
-        None => Ok(()),
-    }
 }

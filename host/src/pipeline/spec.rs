@@ -1,7 +1,6 @@
 //! Reading and validating `pipeline.toml`. Every error names the file, the line,
 //! the key and what is expected.
 
-use std::ops::Range;
 use std::path::Path;
 use std::time::Duration;
 
@@ -11,6 +10,7 @@ use toml::Spanned;
 
 use super::duration::parse_duration;
 use super::limits::{InstanceLimits, Limit, RawSize};
+use super::located::{Locator, positive};
 use super::model::*;
 use super::schema::parse_schema;
 use crate::contract::{OutputMode, TimeMode};
@@ -74,26 +74,6 @@ struct RawTrigger {
     once: Option<bool>,
 }
 
-/// Turns spans into `file:line: key: problem` errors.
-pub(super) struct Locator<'a> {
-    file: &'a Path,
-    text: &'a str,
-}
-
-impl Locator<'_> {
-    fn line(&self, span: &Range<usize>) -> usize {
-        self.text[..span.start.min(self.text.len())].matches('\n').count() + 1
-    }
-
-    pub(super) fn error(&self, span: Range<usize>, key: &str, problem: impl std::fmt::Display) -> anyhow::Error {
-        anyhow!("{}:{}: {key}: {problem}", self.file.display(), self.line(&span))
-    }
-
-    pub(super) fn at<T>(&self, value: &Spanned<T>, key: &str, problem: impl std::fmt::Display) -> anyhow::Error {
-        self.error(value.span(), key, problem)
-    }
-}
-
 impl Pipeline {
     /// Reads and validates the spec at `file`.
     pub fn load(file: &Path) -> Result<Self> {
@@ -111,7 +91,7 @@ impl Pipeline {
                 (None, _, problem) => anyhow!("{}: {problem}", file.display()),
             }
         })?;
-        let at = Locator { file, text };
+        let at = Locator::new(file, text);
         let base = file.parent().unwrap_or(Path::new("."));
 
         if raw.source.get_ref().is_empty() {
@@ -348,22 +328,6 @@ fn operator_spec(at: &Locator, base: &Path, op: &RawOperator, source: &SourceSpe
         config_json,
         initial_state,
     })
-}
-
-/// A positive size in bytes (`in_bytes`: a number of bytes or text like "64 MiB") or
-/// a positive count.
-pub(super) fn positive(at: &Locator, raw: &Spanned<RawSize>, key: &str, in_bytes: bool) -> Result<u64> {
-    let value = match raw.get_ref() {
-        RawSize::Text(_) if !in_bytes => Err("expected a positive number".to_string()),
-        size => size.bytes(),
-    }
-    .map_err(|problem| at.at(raw, key, problem))?;
-    if value == 0 {
-        let expected =
-            if in_bytes { "expected a positive size, e.g. \"64 MiB\"" } else { "expected a positive number" };
-        return Err(at.at(raw, key, expected));
-    }
-    Ok(value)
 }
 
 fn trigger_spec(at: &Locator, raw: Option<&Spanned<RawTrigger>>) -> Result<TriggerSpec> {

@@ -22,8 +22,8 @@ eddy=${EDDY_BIN:-$target/release/eddy}
 broker=$(scripts/install-kafka-broker.sh)
 work=$(mktemp -d)
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$broker" broker --listener-url "tcp://127.0.0.1:$port" --advertised-listener-url "tcp://127.0.0.1:$port" \
-  --storage-engine "sqlite://$work/broker.db" > "$work/broker.log" 2>&1 &
+(cd "$work" && exec "$broker" broker --listener-url "tcp://127.0.0.1:$port" --advertised-listener-url "tcp://127.0.0.1:$port" \
+  --storage-engine "sqlite://broker.db" > broker.log 2>&1) &
 broker_pid=$!
 trap 'kill "$broker_pid" 2>/dev/null; wait "$broker_pid" 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done

@@ -47,7 +47,8 @@ impl Broker {
 
     fn launch(&mut self) {
         let url = format!("tcp://127.0.0.1:{}", self.port);
-        let storage = format!("sqlite://{}", self.dir.path().join("broker.db").display());
+        // nisshi opens a SQLite path relative to its working directory.
+        let storage = "sqlite://broker.db".to_string();
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

@@ -61,10 +61,10 @@ fn assert_ok(output: &Output, broker: &Broker) {
     );
 }
 
-/// The progress records of a checkpoint, in batch order.
+/// The progress records of a checkpoint, in batch order (none before the first).
 fn progress(checkpoint: &Path) -> Vec<Value> {
-    let mut records: Vec<(u64, Value)> = std::fs::read_dir(checkpoint.join("progress"))
-        .expect("progress dir")
+    let Ok(entries) = std::fs::read_dir(checkpoint.join("progress")) else { return Vec::new() };
+    let mut records: Vec<(u64, Value)> = entries
         .flatten()
         .filter_map(|entry| {
             let id = entry.file_name().to_str()?.strip_suffix(".json")?.parse().ok()?;

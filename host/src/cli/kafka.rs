@@ -188,7 +188,7 @@ fn consume(properties: &KafkaProperties, topic: &str, metadata: bool, isolation:
     if !["read_committed", "read_uncommitted"].contains(&isolation) {
         bail!("--isolation {isolation}: expected read_committed or read_uncommitted");
     }
-    let mut settings = ClientSettings::new(properties, &[("group.id", "eddy")])?;
+    let mut settings = ClientSettings::new(properties, &[("group.id", "eddy"), ("fetch.wait.max.ms", "10")])?;
     settings
         .set("isolation.level", isolation)
         .set("enable.auto.commit", "false")

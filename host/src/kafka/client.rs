@@ -94,6 +94,9 @@ impl ClientContext for EddyContext {
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
+        if matches!(error, KafkaError::PartitionEOF(_)) || reason.contains("reached end of partition") {
+            return; // an end of partition is how reads finish, not an error
+        }
         crate::log::warn(&format!(
             "{} (Kafka): {}: {}",
             self.label,

@@ -18,7 +18,7 @@ use super::client::{EddyContext, Redactor, watermarks};
 
 /// How long a scan may make no progress before it fails.
 const STALL_TIMEOUT: Duration = Duration::from_secs(120);
-const POLL: Duration = Duration::from_millis(100);
+const POLL: Duration = Duration::from_millis(10);
 
 /// Offsets `start..end` of one partition.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -37,6 +37,8 @@ use crate::pipeline::KafkaSinkSpec;
 /// How long a batch's records may take to be delivered.
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(600);
 const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+/// The tail reader is assigned only while it reads: no long polls.
+const READ_WAIT: (&str, &str) = ("fetch.wait.max.ms", "10");
 
 /// What the sink knew before it started writing a batch.
 #[derive(Debug, Serialize, Deserialize)]
@@ -80,8 +82,10 @@ impl KafkaSink {
         }
         let producer: BaseProducer<EddyContext> = producer_settings.create("sink")?;
         let isolation = if spec.transactional { "read_committed" } else { "read_uncommitted" };
-        let mut reader_settings =
-            ClientSettings::new(&spec.properties, &[("group.id", "eddy"), ("client.id", "eddy-sink-reader")])?;
+        let mut reader_settings = ClientSettings::new(
+            &spec.properties,
+            &[("group.id", "eddy"), ("client.id", "eddy-sink-reader"), READ_WAIT],
+        )?;
         reader_settings
             .set("isolation.level", isolation)
             .set("enable.auto.commit", "false")

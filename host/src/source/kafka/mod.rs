@@ -52,7 +52,13 @@ impl KafkaSource {
         let SourceKind::Kafka(kafka) = &spec.kind else {
             bail!("source '{}' is not a Kafka source", spec.name);
         };
-        let defaults = [("isolation.level", "read_committed"), ("group.id", "eddy"), ("client.id", "eddy-source")];
+        let defaults = [
+            ("isolation.level", "read_committed"),
+            ("group.id", "eddy"),
+            ("client.id", "eddy-source"),
+            // The consumer is assigned only while a batch reads: no long polls.
+            ("fetch.wait.max.ms", "10"),
+        ];
         let mut settings =
             ClientSettings::new(&kafka.properties, &defaults).with_context(|| format!("source '{}'", spec.name))?;
         settings

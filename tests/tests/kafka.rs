@@ -431,3 +431,73 @@ fn a_transaction_killed_midway_is_invisible_to_read_committed_consumers() {
     let expected = reference(&broker.records("purchases"), &batches, "purchases");
     assert_eq!(records.len(), expected.values().map(BTreeSet::len).sum::<usize>(), "each row once, read_committed");
 }
+
+#[test]
+fn the_freezer_example_writes_each_closed_window_once_to_a_topic() {
+    let broker = Broker::start();
+    broker.create_topic("freezer-readings", 2);
+    broker.create_topic("freezer-stats", 2);
+    let root = eddy_tests::repo_root();
+    let mut readings = Vec::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("examples/freezer-stats/input"))
+        .expect("input")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    for file in files {
+        readings.extend(std::fs::read_to_string(file).expect("readings").lines().map(str::to_string));
+    }
+    broker.produce("freezer-readings", &readings, Some("unit"));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let spec = std::fs::read_to_string(root.join("examples/freezer-kafka/pipeline.toml"))
+        .expect("example")
+        .replace("127.0.0.1:19092", &broker.bootstrap())
+        .replace("../../build/wasm/", &format!("{}/", root.join("build/wasm").display()));
+    let file = dir.path().join("pipeline.toml");
+    std::fs::write(&file, spec).expect("spec");
+    assert_ok(&run(&file, &dir.path().join("checkpoint")), &broker);
+
+    // The reference: 10-minute windows per unit over every reading, those that the
+    // final watermark (newest reading − 15 minutes) has closed.
+    let micros = |ts: &str| {
+        let (date, time) = ts.trim_end_matches('Z').split_once('T').expect("RFC 3339");
+        assert_eq!(date, "2026-11-13");
+        let parts: Vec<i64> = time.split(':').map(|p| p.parse().expect("number")).collect();
+        (parts[0] * 3600 + parts[1] * 60 + parts[2]) * 1_000_000
+    };
+    let mut windows: BTreeMap<(String, i64), Vec<f64>> = BTreeMap::new();
+    let mut newest = 0;
+    for line in &readings {
+        let value: Value = serde_json::from_str(line).expect("reading");
+        let ts = micros(value["ts"].as_str().expect("ts"));
+        newest = newest.max(ts);
+        let window = ts - ts % 600_000_000;
+        let unit = value["unit"].as_str().expect("unit").to_string();
+        windows.entry((unit, window)).or_default().push(value["temperature"].as_f64().expect("temperature"));
+    }
+    let watermark = newest - 900_000_000;
+    let expected: BTreeMap<(String, i64), (f64, f64, f64, u64)> = windows
+        .into_iter()
+        .filter(|((_, start), _)| start + 600_000_000 <= watermark)
+        .map(|(key, t)| {
+            let min = t.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = t.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            (key, (min, max, t.iter().sum::<f64>() / t.len() as f64, t.len() as u64))
+        })
+        .collect();
+    let mut got = BTreeMap::new();
+    for record in broker.records("freezer-stats") {
+        let value = &record["value"];
+        let key =
+            (value["unit"].as_str().expect("unit").to_string(), micros(value["window_start"].as_str().expect("start")));
+        let row = (value["min"].as_f64(), value["max"].as_f64(), value["avg"].as_f64(), value["count"].as_u64());
+        assert!(got.insert(key.clone(), row).is_none(), "window {key:?} written twice");
+    }
+    assert_eq!(got.keys().collect::<Vec<_>>(), expected.keys().collect::<Vec<_>>());
+    for (key, (min, max, avg, count)) in &expected {
+        let (got_min, got_max, got_avg, got_count) = got[key];
+        assert_eq!((got_min, got_max, got_count), (Some(*min), Some(*max), Some(*count)), "window {key:?}");
+        assert!((got_avg.expect("avg") - avg).abs() < 1e-9, "window {key:?}: avg {got_avg:?} vs {avg}");
+    }
+}

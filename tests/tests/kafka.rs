@@ -501,3 +501,46 @@ fn the_freezer_example_writes_each_closed_window_once_to_a_topic() {
         assert!((got_avg.expect("avg") - avg).abs() < 1e-9, "window {key:?}: avg {got_avg:?} vs {avg}");
     }
 }
+
+#[test]
+fn event_time_can_come_from_the_kafka_timestamp() {
+    let broker = Broker::start();
+    broker.create_topic("in", 2);
+    broker.create_topic("out", 1);
+    broker.produce("in", &purchases(30, 3, 5), Some("user"));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let source =
+        "topics = [\"in\"]\nstarting-offsets = \"earliest\"\nwatermark = { column = \"timestamp\", delay = \"0 s\" }";
+    let spec_file = spec(dir.path(), &broker, source, "available-now = true", &kafka_sink(&broker, "out"));
+    let text = std::fs::read_to_string(&spec_file).expect("spec").replace(
+        "schema = \"user STRING, amount BIGINT\"",
+        "schema = \"user STRING, amount BIGINT, timestamp TIMESTAMP\"",
+    );
+    std::fs::write(&spec_file, text).expect("spec");
+    let checkpoint = dir.path().join("checkpoint");
+    assert_ok(&run(&spec_file, &checkpoint), &broker);
+    let newest_ms =
+        broker.records("in").iter().map(|r| r["timestamp"].as_i64().expect("timestamp")).max().expect("records");
+    let first = &progress(&checkpoint)[0];
+    let max = first["eventTime"]["max"].as_str().expect("eventTime.max");
+    assert_eq!(max, eddy::util::format_micros_iso(newest_ms * 1000), "the newest record's Kafka timestamp");
+}
+
+#[test]
+fn a_record_the_broker_refuses_fails_the_batch_and_commits_nothing() {
+    let broker = Broker::start();
+    broker.create_topic("in", 1);
+    broker.create_topic("out", 1);
+    let long_user = "x".repeat(3000);
+    broker.produce("in", &[format!("{{\"user\":\"{long_user}\",\"amount\":1}}")], None);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sink = format!("{}\n\"message.max.bytes\" = \"1000\"", kafka_sink(&broker, "out"));
+    let spec = spec(dir.path(), &broker, "topics = [\"in\"]\nstarting-offsets = \"earliest\"", "once = true", &sink);
+    let checkpoint = dir.path().join("checkpoint");
+    let failed = run(&spec, &checkpoint);
+    assert!(!failed.status.success());
+    let error = String::from_utf8_lossy(&failed.stderr);
+    assert!(error.contains("sink: batch 0: cannot send a record") && error.contains("too large"), "{error}");
+    assert!(!checkpoint.join("commits/0").exists(), "nothing committed");
+    assert!(broker.records("out").is_empty());
+}

@@ -6,7 +6,7 @@
 #  2. throughput: running-count from that topic to a 4-partition output topic
 #     (available-now, default batch limits), events per second and peak memory;
 #  3. latency: the as-fast-as-possible trigger while events arrive at RATE per second
-#     (default 5 000) for SECONDS (default 20): per input record, the time from its
+#     (default 5 000) for LIVE_SECONDS (default 20): per input record, the time from its
 #     produce timestamp to the output record of its key in the batch that read it;
 #     p50 / p99.
 # EDDY_BIN=path runs another build of eddy.
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 EVENTS=${EVENTS:-1000000}
 KEYS=${KEYS:-100000}
 RATE=${RATE:-5000}
-SECONDS_LIVE=${SECONDS:-20}
+LIVE_SECONDS=${LIVE_SECONDS:-20}
 target=${CARGO_TARGET_DIR:-target}
 eddy=${EDDY_BIN:-$target/release/eddy}
 [ -n "${EDDY_BIN:-}" ] || cargo build --release -p eddy --quiet
@@ -25,7 +25,7 @@ port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 (cd "$work" && exec "$broker" broker --listener-url "tcp://127.0.0.1:$port" --advertised-listener-url "tcp://127.0.0.1:$port" \
   --storage-engine "sqlite://broker.db" > broker.log 2>&1) &
 broker_pid=$!
-trap 'kill "$broker_pid" 2>/dev/null; wait "$broker_pid" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill "$broker_pid" 2>/dev/null; wait "$broker_pid" 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
 kafka() { "$eddy" kafka --bootstrap-servers "127.0.0.1:$port" "$@"; }
 elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$@"; }
@@ -78,7 +78,7 @@ sed -e 's/"purchases"/"live-in"/' -e 's/"totals"/"live-out"/' -e 's/available-no
   "$work/pipeline.toml" > "$work/live.toml"
 "$eddy" run "$work/live.toml" --checkpoint "$work/live-checkpoint" --quiet 2> "$work/live.log" &
 eddy_pid=$!
-python3 - "$RATE" "$SECONDS_LIVE" "$KEYS" <<'PY' | kafka produce live-in --key-field user 2>/dev/null
+python3 - "$RATE" "$LIVE_SECONDS" "$KEYS" <<'PY' | kafka produce live-in --key-field user
 import random, sys, time
 rate, seconds, keys = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 rng = random.Random(7)
@@ -118,7 +118,7 @@ for record in inputs:
             break
 latencies.sort()
 if not latencies:
-    print("no matched records")
+    print(f"no matched records ({len(inputs)} in, {len(outputs)} out, {len(batches)} batches)")
 else:
     pick = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))]
     print(f"p50 {pick(0.5)} ms, p99 {pick(0.99)} ms over {len(latencies)} of {len(inputs)} records")

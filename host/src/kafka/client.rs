@@ -49,6 +49,8 @@ pub struct EddyContext {
     /// Names the client in log lines, e.g. `source 'orders'`.
     label: String,
     deliveries: Arc<Mutex<Deliveries>>,
+    /// Drop librdkafka's configuration warnings (a reader given a producer's properties).
+    quiet_config: bool,
 }
 
 /// A producer's delivery reports so far.
@@ -88,6 +90,9 @@ impl ProducerContext for EddyContext {
 
 impl ClientContext for EddyContext {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        if self.quiet_config && fac == "CONFWARN" {
+            return;
+        }
         if (level as i32) <= (RDKafkaLogLevel::Warning as i32) {
             crate::log::warn(&format!("{} (Kafka {fac}): {}", self.label, self.redactor.clean(log_message)));
         }
@@ -113,6 +118,7 @@ pub struct ClientSettings {
     config: ClientConfig,
     redactor: Redactor,
     bootstrap: String,
+    quiet_config: bool,
 }
 
 impl ClientSettings {
@@ -132,12 +138,19 @@ impl ClientSettings {
             config.set(property.key, property.value);
         }
         let bootstrap = properties.plain("bootstrap.servers").unwrap_or("(referenced)").to_string();
-        Ok(Self { config, redactor: Redactor { secrets: Arc::new(secrets) }, bootstrap })
+        Ok(Self { config, redactor: Redactor { secrets: Arc::new(secrets) }, bootstrap, quiet_config: false })
     }
 
     /// Sets a property eddy owns.
     pub fn set(&mut self, key: &str, value: &str) -> &mut Self {
         self.config.set(key, value);
+        self
+    }
+
+    /// Makes clients that do not warn about properties of another client type (the
+    /// sink's reader shares the producer's properties).
+    pub fn quiet_config_warnings(&mut self) -> &mut Self {
+        self.quiet_config = true;
         self
     }
 
@@ -156,8 +169,12 @@ impl ClientSettings {
     where
         C: rdkafka::config::FromClientConfigAndContext<EddyContext>,
     {
-        let context =
-            EddyContext { redactor: self.redactor.clone(), label: label.to_string(), deliveries: Arc::default() };
+        let context = EddyContext {
+            redactor: self.redactor.clone(),
+            label: label.to_string(),
+            deliveries: Arc::default(),
+            quiet_config: self.quiet_config,
+        };
         self.config
             .create_with_context(context)
             .map_err(|error| self.redactor.error(&format!("{label}: cannot create the Kafka client"), &error))

@@ -87,6 +87,7 @@ impl KafkaSink {
             &[("group.id", "eddy"), ("client.id", "eddy-sink-reader"), READ_WAIT],
         )?;
         reader_settings
+            .quiet_config_warnings()
             .set("isolation.level", isolation)
             .set("enable.auto.commit", "false")
             .set("enable.partition.eof", "true")

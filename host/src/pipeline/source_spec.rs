@@ -344,3 +344,94 @@ fn check_metadata_types(schema: &arrow::datatypes::Schema, columns: &[String]) -
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::pipeline::Pipeline;
+
+    const SOURCE: &str = "[[source]]\nformat = \"kafka\"\ntopics = [\"in\"]\nschema = \"user STRING, key STRING\"\n\
+                          [source.kafka]\n\"bootstrap.servers\" = \"b:9092\"\n\n";
+    const REST: &str = "[operator]\nmodule = \"p.wasm\"\nkey = [\"user\"]\n\n\
+                        [sink]\nformat = \"kafka\"\ntopic = \"out\"\n[sink.kafka]\n\"bootstrap.servers\" = \"b:9092\"\n";
+
+    /// The spec with `from` replaced by `to`, parsed next to an (empty) module file.
+    fn parse(from: &str, to: &str) -> anyhow::Result<Pipeline> {
+        let spec = format!("{SOURCE}{REST}");
+        assert!(spec.contains(from), "{from}");
+        let dir = tempfile::tempdir()?;
+        std::fs::write(dir.path().join("p.wasm"), b"")?;
+        Pipeline::parse(&dir.path().join("p.toml"), &spec.replacen(from, to, 1))
+    }
+
+    fn error(from: &str, to: &str) -> String {
+        match parse(from, to) {
+            Ok(_) => panic!("{to} is accepted"),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    #[test]
+    fn kafka_keys_are_checked_and_named() {
+        let cases = [
+            (
+                "topics = [\"in\"]",
+                "topics = [\"in\"]\ntopic-pattern = \"i.*\"",
+                "source[0].topics: give either topics or topic-pattern",
+            ),
+            ("topics = [\"in\"]", "topic-pattern = \"(\"", "source[0].topic-pattern: not a regular expression"),
+            (
+                "\"bootstrap.servers\" = \"b:9092\"\n\n[operator]",
+                "\"linger.ms\" = 5\n\n[operator]",
+                "\"bootstrap.servers\" is missing",
+            ),
+            (
+                "\"bootstrap.servers\" = \"b:9092\"\n\n[operator]",
+                "\"bootstrap.servers\" = \"b:9092\"\n\"enable.auto.commit\" = true\n\n[operator]",
+                "'enable.auto.commit' is set by eddy",
+            ),
+            (
+                "topics = [\"in\"]",
+                "topics = [\"in\"]\nstarting-offsets = \"first\"",
+                "source[0].starting-offsets: 'first' is not valid",
+            ),
+            (
+                "topics = [\"in\"]",
+                "topics = [\"in\"]\npath = \"x\"",
+                "source[0].path: a Kafka source does not take this key",
+            ),
+            (
+                "user STRING, key STRING",
+                "user STRING, key BIGINT",
+                "column 'key' holds the record's Kafka key and must be STRING or BINARY",
+            ),
+            (
+                "topics = [\"in\"]",
+                "topics = [\"in\"]\nmetadata-columns = [\"offset\"]",
+                "source[0].metadata-columns: column 'offset' is not in the schema",
+            ),
+            ("topic = \"out\"", "key-column = \"user\"", "sink.topic: the Kafka sink needs topic"),
+            (
+                "topic = \"out\"\n[sink.kafka]\n\"bootstrap.servers\" = \"b:9092\"\n",
+                "topic = \"out\"\n[sink.kafka]\n\"bootstrap.servers\" = \"b:9092\"\n\"acks\" = \"1\"\n",
+                "'acks' is set by eddy",
+            ),
+            ("topic = \"out\"", "topic = \"out\"\npath = \"o\"", "sink.path: the Kafka sink writes to a topic"),
+        ];
+        let valid = parse("", "").expect("the spec is valid");
+        assert!(matches!(valid.sources[0].kind, crate::pipeline::SourceKind::Kafka(_)));
+        for (from, to, expected) in cases {
+            let error = error(from, to);
+            assert!(error.contains(expected), "{to}: {error}");
+        }
+        let on_files = Pipeline::parse(
+            Path::new("p.toml"),
+            "[[source]]\nformat = \"rate\"\ntopics = [\"in\"]\n[operator]\nmodule = \"p.wasm\"\nkey = [\"value\"]\n",
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(on_files.contains("source[0].topics: only Kafka sources take this key"), "{on_files}");
+    }
+}

@@ -175,7 +175,8 @@ mod tests {
             error("header = true", "headers = true"),
             "p.toml:5: source[0].headers: unknown field `headers`, expected one of `name`, `format`, `path`, `schema`, \
              `max-files-per-trigger`, `max-bytes-per-trigger`, `max-rows-per-trigger`, `header`, `delimiter`, `rows-per-second`, `start-time`, `watermark`, \
-             `on-bad-record`, `dead-letter-path`"
+             `on-bad-record`, `dead-letter-path`, `topics`, `topic-pattern`, `starting-offsets`, `max-offsets-per-trigger`, \
+             `fail-on-data-loss`, `metadata-columns`, `kafka`"
         );
         assert_eq!(error("module = \"p.wasm\"\n", ""), "p.toml:8: operator: missing field `module`");
     }

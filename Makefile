@@ -9,7 +9,7 @@ GUEST_CRATES := running-count alert-suppression freezer-stats scripted noop boun
 GUEST_WASM   := running_count alert_suppression freezer_stats scripted noop boundary_probe future_contract
 WASM_DIR     := build/wasm
 
-.PHONY: deps broker guests build demo demo-kafka test bench bench-e2e bench-recovery bench-kafka clean
+.PHONY: deps broker guests build demo demo-kafka test bench bench-e2e bench-recovery bench-kafka bench-window clean
 
 deps:
 	@scripts/install-deps.sh
@@ -54,6 +54,9 @@ bench-recovery: guests
 
 bench-kafka: guests broker
 	scripts/bench-kafka.sh
+
+bench-window: guests
+	scripts/bench-window.sh
 
 clean:
 	rm -rf build

@@ -2,7 +2,9 @@
 //!
 //! Input `unit STRING, temperature DOUBLE, ts TIMESTAMP`, keyed by `unit`, with a
 //! watermark on `ts`. Readings fall into tumbling windows of `window_minutes` (config,
-//! default 10). Per unit a `MapState` holds each open window's min, max, sum and
+//! default 10; or `window_seconds`). The config can name other columns
+//! (`value_column`, `time_column`, and `key_name` for the output's first column), so
+//! the same processor computes any per-key tumbling-window min/max/avg/count. Per unit a `MapState` holds each open window's min, max, sum and
 //! count; an event-time timer at the window's end emits the window once (append mode)
 //! when the watermark passes it, and forgets it.
 //!
@@ -29,11 +31,25 @@ use serde::{Deserialize, Serialize};
 pub struct Config {
     /// The window length in minutes.
     pub window_minutes: i64,
+    /// The window length in seconds (instead of minutes).
+    pub window_seconds: Option<i64>,
+    /// The DOUBLE or BIGINT column the statistics are of.
+    pub value_column: String,
+    /// The event-time column.
+    pub time_column: String,
+    /// The name of the output's key column.
+    pub key_name: String,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { window_minutes: 10 }
+        Config {
+            window_minutes: 10,
+            window_seconds: None,
+            value_column: "temperature".into(),
+            time_column: "ts".into(),
+            key_name: "unit".into(),
+        }
     }
 }
 
@@ -71,6 +87,8 @@ impl Stats {
 /// The processor.
 pub struct FreezerStats {
     window_micros: i64,
+    value_column: String,
+    time_column: String,
     windows: MapState<i64, Stats>,
     late_readings: ValueState<i64>,
     timers: Timers,
@@ -79,17 +97,23 @@ pub struct FreezerStats {
 impl StatefulProcessor for FreezerStats {
     fn init(ctx: &mut InitContext) -> Result<Self> {
         let config: Config = ctx.config()?;
-        if config.window_minutes <= 0 {
-            bail!("invalid config: window_minutes must be positive, not {}", config.window_minutes);
-        }
+        let window_micros = match config.window_seconds {
+            Some(seconds) if seconds > 0 => seconds.saturating_mul(1_000_000),
+            Some(seconds) => bail!("invalid config: window_seconds must be positive, not {seconds}"),
+            None if config.window_minutes > 0 => config.window_minutes.saturating_mul(60_000_000),
+            None => bail!("invalid config: window_minutes must be positive, not {}", config.window_minutes),
+        };
         ctx.set_time_mode(TimeMode::EventTime);
         ctx.set_accepts_late_rows(true);
-        ctx.set_output_schema(Schema::parse(
-            "unit STRING NOT NULL, window_start TIMESTAMP NOT NULL, window_end TIMESTAMP NOT NULL, \
+        ctx.set_output_schema(Schema::parse(&format!(
+            "{} STRING NOT NULL, window_start TIMESTAMP NOT NULL, window_end TIMESTAMP NOT NULL, \
              min DOUBLE NOT NULL, max DOUBLE NOT NULL, avg DOUBLE NOT NULL, count BIGINT NOT NULL",
-        )?);
+            config.key_name
+        ))?);
         Ok(FreezerStats {
-            window_micros: config.window_minutes.saturating_mul(60_000_000),
+            window_micros,
+            value_column: config.value_column,
+            time_column: config.time_column,
             windows: ctx.map_state("windows", Ttl::NONE)?,
             late_readings: ctx.value_state("late_readings", Ttl::NONE)?,
             timers: ctx.timers(),
@@ -105,10 +129,16 @@ impl StatefulProcessor for FreezerStats {
     ) -> Result<()> {
         let mut batch: BTreeMap<i64, Stats> = BTreeMap::new();
         let mut late = 0;
-        for row in rows.iter() {
-            let (Some(reading), Some(ts)) = (row.f64_opt("temperature")?, row.timestamp_opt("ts")?) else {
+        let values = rows.column(self.value_column.as_str())?;
+        let readings: Vec<f64> = match values.f64s() {
+            Ok(readings) => readings.to_vec(),
+            Err(_) => values.i64s()?.iter().map(|v| *v as f64).collect(),
+        };
+        let times = rows.column(self.time_column.as_str())?;
+        for (row, (reading, ts)) in readings.iter().zip(times.timestamps()?).enumerate() {
+            if values.is_null(row) || times.is_null(row) {
                 continue;
-            };
+            }
             let start = ts.div_euclid(self.window_micros) * self.window_micros;
             let end = start + self.window_micros;
             if timer_values.watermark.is_some_and(|watermark| end <= watermark) {
@@ -116,7 +146,7 @@ impl StatefulProcessor for FreezerStats {
                 continue;
             }
             let empty = Stats { min: f64::INFINITY, max: f64::NEG_INFINITY, sum: 0.0, count: 0 };
-            batch.entry(start).or_insert(empty).add(reading);
+            batch.entry(start).or_insert(empty).add(*reading);
         }
         for (start, stats) in batch {
             let merged = match self.windows.get(&start)? {

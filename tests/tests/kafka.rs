@@ -544,3 +544,44 @@ fn a_record_the_broker_refuses_fails_the_batch_and_commits_nothing() {
     assert!(!checkpoint.join("commits/0").exists(), "nothing committed");
     assert!(broker.records("out").is_empty());
 }
+
+#[test]
+fn offsets_deleted_before_a_batch_runs_again_are_an_error_or_skipped() {
+    let broker = Broker::start();
+    broker.create_topic("events", 1);
+    broker.produce("events", &purchases(50, 5, 13), None);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let checkpoint = dir.path().join("checkpoint");
+    let spec_with = |fail: bool| {
+        let source = format!("topics = [\"events\"]\nstarting-offsets = \"earliest\"\nfail-on-data-loss = {fail}");
+        spec(dir.path(), &broker, &source, "available-now = true", "format = \"json\"\npath = \"out\"")
+    };
+    // Batch 0 is planned (offsets 0..50), published, and killed before its commit.
+    let spec_file = spec_with(true);
+    let mut child = Command::new(eddy_bin())
+        .args(["run", spec_file.to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")])
+        .env("EDDY_PAUSE_AFTER_PUBLISH_MS", "60000")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("eddy starts");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !checkpoint.join("sinks/0/0").exists() {
+        assert!(Instant::now() < deadline, "batch 0 was not published within 60 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().expect("kill -9");
+    child.wait().expect("reaped");
+    assert!(!checkpoint.join("commits/0").exists());
+    broker.eddy_kafka(&["delete-records", "events", "--partition", "0", "--before", "30"], None);
+
+    let failed = run(&spec_file, &checkpoint);
+    assert!(!failed.status.success(), "the batch cannot be read again as planned");
+    let error = String::from_utf8_lossy(&failed.stderr);
+    assert!(error.contains("topic 'events' partition 0: offsets 0 to 29 were deleted"), "{error}");
+
+    assert_ok(&run(&spec_with(false), &checkpoint), &broker);
+    let batch = &progress(&checkpoint)[0]["sources"][0];
+    assert_eq!(batch["numInputRows"], 20, "{batch}");
+    assert_eq!(batch["metrics"]["offsetsLostToRetention"], "30", "{batch}");
+}

@@ -123,3 +123,35 @@ fn a_swapped_damaged_or_headerless_cache_file_is_not_loaded() {
     // running_count's own file was never touched.
     assert_eq!(std::fs::read(&counting_file).expect("artifact"), counting_bytes);
 }
+
+#[test]
+fn eddy_compile_fills_the_cache_ahead_of_the_first_run() {
+    let cache = tempfile::tempdir().expect("temp dir");
+    let compile = || {
+        std::process::Command::new(eddy_tests::eddy_bin())
+            .args(["compile", wasm("noop").to_str().expect("path")])
+            .env("EDDY_CACHE_DIR", cache.path())
+            .output()
+            .expect("eddy compile runs")
+    };
+    let first = compile();
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert!(stdout.starts_with("noop.wasm: ready in ") && stdout.contains("cached in"), "{stdout}");
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert!(
+        stderr.contains("compiling module 'noop.wasm'") && stderr.contains("compiled module 'noop.wasm' in"),
+        "{stderr}"
+    );
+    assert_eq!(artifacts(cache.path()).len(), 1, "one compiled module cached");
+    let again = compile();
+    assert!(again.status.success());
+    assert!(!String::from_utf8_lossy(&again.stderr).contains("compiling module"), "the second load is from the cache");
+    let missing = std::process::Command::new(eddy_tests::eddy_bin())
+        .args(["compile", "no-such.wasm"])
+        .env("EDDY_CACHE_DIR", cache.path())
+        .output()
+        .expect("eddy compile runs");
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("cannot read processor module no-such.wasm"));
+}

@@ -24,7 +24,8 @@ pub struct KafkaArgs {
     /// The brokers, `host:port[,host:port…]`.
     #[arg(long, global = true, default_value = "127.0.0.1:9092")]
     bootstrap_servers: String,
-    /// Any other librdkafka property, `key=value` (repeatable).
+    /// Any other librdkafka property, `key=value` (repeatable); give credentials as
+    /// `key=${env:NAME}` or `key=${file:PATH}` to keep them off the command line.
     #[arg(long = "property", global = true, value_name = "KEY=VALUE")]
     properties: Vec<String>,
 }
@@ -80,13 +81,16 @@ enum KafkaCommand {
 
 /// Runs `eddy kafka …`.
 pub fn run(args: &KafkaArgs) -> Result<()> {
-    let mut properties = KafkaProperties::default();
-    properties.set("bootstrap.servers", &args.bootstrap_servers);
+    // Values may be references (`${env:NAME}`, `${file:PATH}`), kept off the command line.
+    let mut table = toml::Table::new();
+    table.insert("bootstrap.servers".into(), toml::Value::String(args.bootstrap_servers.clone()));
     for property in &args.properties {
         let (key, value) =
             property.split_once('=').ok_or_else(|| anyhow!("--property {property}: expected key=value"))?;
-        properties.set(key.trim(), value.trim());
+        table.insert(key.trim().to_string(), toml::Value::String(value.trim().to_string()));
     }
+    let properties = KafkaProperties::from_table(&table, std::path::Path::new("."))
+        .map_err(|problem| anyhow!("--property {problem}"))?;
     match &args.command {
         KafkaCommand::CreateTopic { topic, partitions, if_not_exists } => {
             create_topic(&ClientSettings::new(&properties, &[])?, topic, *partitions, *if_not_exists)

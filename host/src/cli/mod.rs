@@ -3,6 +3,7 @@
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+mod compile;
 mod kafka;
 mod progress;
 mod run;
@@ -20,6 +21,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Compiles processor modules into the module cache ahead of their first run.
+    Compile(compile::CompileArgs),
     /// Kafka tools: create a topic, load JSON lines into it, read it back.
     Kafka(kafka::KafkaArgs),
     /// Prints a query's progress records from its checkpoint (JSON lines; --follow for new ones).
@@ -36,6 +39,7 @@ impl Cli {
     /// Runs the command.
     pub fn execute(self) -> Result<()> {
         match self.command {
+            Command::Compile(args) => compile::run(&args),
             Command::Kafka(args) => kafka::run(&args),
             Command::Progress(args) => progress::run(&args),
             Command::State(args) => state::run(&args),

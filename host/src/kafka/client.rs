@@ -18,17 +18,37 @@ use crate::pipeline::KafkaProperties;
 /// How long one metadata or offsets request may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Removes credentials from text.
-#[derive(Clone, Debug, Default)]
+/// Removes credentials from text: each whole value and each of its parts (librdkafka
+/// quotes pieces of values it cannot parse), longest first.
+#[derive(Clone, Default)]
 pub struct Redactor {
     secrets: Arc<Vec<String>>,
 }
 
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Redactor({} secrets)", self.secrets.len())
+    }
+}
+
 impl Redactor {
+    /// A redactor of `values` and their parts of 6 characters or more.
+    fn new(values: Vec<String>) -> Self {
+        let mut secrets: Vec<String> = values.clone();
+        for value in &values {
+            let parts = value.split(|c: char| c.is_whitespace() || ",;=\"'".contains(c));
+            secrets.extend(parts.filter(|part| part.len() >= 6).map(str::to_string));
+        }
+        secrets.retain(|secret| !secret.is_empty());
+        secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+        secrets.dedup();
+        Self { secrets: Arc::new(secrets) }
+    }
+
     /// `text` with every credential replaced by `***`.
     pub fn clean(&self, text: &str) -> String {
         let mut cleaned = text.to_string();
-        for secret in self.secrets.iter().filter(|secret| !secret.is_empty()) {
+        for secret in self.secrets.iter() {
             cleaned = cleaned.replace(secret.as_str(), "***");
         }
         cleaned
@@ -43,7 +63,7 @@ impl Redactor {
 /// librdkafka's callbacks for eddy's clients: log lines and client errors go to
 /// eddy's log (warnings and worse), without credentials; a producer's delivery
 /// reports are counted.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct EddyContext {
     redactor: Redactor,
     /// Names the client in log lines, e.g. `source 'orders'`.
@@ -138,7 +158,7 @@ impl ClientSettings {
             config.set(property.key, property.value);
         }
         let bootstrap = properties.plain("bootstrap.servers").unwrap_or("(referenced)").to_string();
-        Ok(Self { config, redactor: Redactor { secrets: Arc::new(secrets) }, bootstrap, quiet_config: false })
+        Ok(Self { config, redactor: Redactor::new(secrets), bootstrap, quiet_config: false })
     }
 
     /// Sets a property eddy owns.
@@ -260,4 +280,17 @@ pub fn delete_records_before(settings: &ClientSettings, topic: &str, partition: 
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Redactor;
+
+    #[test]
+    fn secrets_are_cut_whole_and_in_parts_longest_first() {
+        let redactor = Redactor::new(vec!["abc1".into(), "abc1def2".into(), "user=alice password=s3cr3t-pw".into()]);
+        assert_eq!(redactor.clean("key abc1def2 and abc1"), "key *** and ***");
+        assert_eq!(redactor.clean("Invalid value \"s3cr3t-pw\" for"), "Invalid value \"***\" for");
+        assert!(!format!("{redactor:?}").contains("abc1"));
+    }
 }

@@ -36,7 +36,8 @@ pub struct ScanRange {
 /// Reads every range, calling `visit(range index, record)` for each record in it, in
 /// offset order per partition. When a range's next offsets were deleted (retention),
 /// `on_lost(range index, position, oldest kept)` decides: an error stops the scan,
-/// `Ok` skips to the oldest offset kept. `label` names the reader in errors.
+/// `Ok` skips to the oldest offset kept (checked before reading and whenever the
+/// broker reports a deleted position). `label` names the reader in errors.
 pub fn scan(
     consumer: &BaseConsumer<EddyContext>,
     redactor: &Redactor,
@@ -52,6 +53,14 @@ pub fn scan(
     if (0..ranges.len()).all(|i| done(&position, i)) {
         return Ok(());
     }
+    // Offsets deleted since the ranges were planned (a batch re-run after a crash).
+    for i in (0..ranges.len()).filter(|i| !done(&position, *i)).collect::<Vec<_>>() {
+        let (low, _) = watermarks(consumer, redactor, &ranges[i].topic, ranges[i].partition)?;
+        if low > position[i] {
+            on_lost(i, position[i], low.min(ranges[i].end))?;
+            position[i] = low.min(ranges[i].end);
+        }
+    }
     assign(consumer, redactor, ranges, &position)?;
     let mut last_progress = Instant::now();
     while !(0..ranges.len()).all(|i| done(&position, i)) {
@@ -62,7 +71,7 @@ pub fn scan(
                 if offset < position[i] || done(&position, i) {
                     continue;
                 }
-                position[i] = offset + 1;
+                position[i] = offset.saturating_add(1);
                 last_progress = Instant::now();
                 if offset < ranges[i].end {
                     visit(i, &message);
@@ -73,13 +82,17 @@ pub fn scan(
                     last_progress = Instant::now();
                 }
             }
-            Some(Err(KafkaError::MessageConsumption(RDKafkaErrorCode::OffsetOutOfRange))) => {
+            // With auto.offset.reset=error librdkafka reports a deleted position as
+            // AutoOffsetReset (older brokers' answer: OffsetOutOfRange).
+            Some(Err(KafkaError::MessageConsumption(
+                RDKafkaErrorCode::AutoOffsetReset | RDKafkaErrorCode::OffsetOutOfRange,
+            ))) => {
                 let mut moved = false;
                 let open: Vec<usize> = (0..ranges.len()).filter(|i| !done(&position, *i)).collect();
                 for i in open {
                     let (low, _) = watermarks(consumer, redactor, &ranges[i].topic, ranges[i].partition)?;
                     if low > position[i] {
-                        on_lost(i, position[i], low)?;
+                        on_lost(i, position[i], low.min(ranges[i].end))?;
                         position[i] = low.min(ranges[i].end);
                         moved = true;
                     }

@@ -120,8 +120,8 @@ pub struct KafkaProperties {
     entries: BTreeMap<String, PropertyValue>,
 }
 
-/// One property's value as the spec gives it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One property's value as the spec gives it (`Debug` never shows a plain value).
+#[derive(Clone, PartialEq, Eq)]
 pub enum PropertyValue {
     /// The value itself.
     Plain(String),
@@ -129,6 +129,16 @@ pub enum PropertyValue {
     Env(String),
     /// `${file:PATH}`: the file's contents (without a trailing newline).
     File(PathBuf),
+}
+
+impl fmt::Debug for PropertyValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PropertyValue::Plain(_) => f.write_str("Plain(…)"),
+            PropertyValue::Env(name) => write!(f, "Env({name})"),
+            PropertyValue::File(path) => write!(f, "File({})", path.display()),
+        }
+    }
 }
 
 /// A property resolved for librdkafka: its key, its value and whether the value must

@@ -24,6 +24,9 @@ pub(super) struct RawSink {
     kafka: Option<Spanned<toml::Table>>,
 }
 
+/// The longest `message.timeout.ms` the Kafka sink takes.
+const MAX_MESSAGE_TIMEOUT_MS: u64 = 540_000;
+
 /// The sink `raw` describes (the console when there is no `[sink]`).
 pub(super) fn sink_spec(at: &Locator, base: &Path, raw: Option<&RawSink>) -> Result<SinkSpec> {
     let Some(sink) = raw else {
@@ -103,6 +106,16 @@ fn kafka_sink(at: &Locator, base: &Path, sink: &RawSink) -> Result<KafkaSinkSpec
         KafkaProperties::from_table(table.get_ref(), base).map_err(|problem| at.at(table, "sink.kafka", problem))?;
     check_properties(&properties, &["enable.idempotence", "acks", "transactional.id"])
         .map_err(|problem| at.at(table, "sink.kafka", problem))?;
+    // A failed attempt's records must be delivered or given up before the batch can
+    // run again and look for them (the sink waits 10 minutes for deliveries).
+    for key in ["message.timeout.ms", "delivery.timeout.ms"] {
+        if properties.plain(key).and_then(|v| v.parse::<u64>().ok()).is_some_and(|ms| ms > MAX_MESSAGE_TIMEOUT_MS) {
+            let problem = format!(
+                "'{key}' must be at most {MAX_MESSAGE_TIMEOUT_MS} (9 minutes), so that records of a failed attempt are settled before the batch runs again"
+            );
+            return Err(at.at(table, "sink.kafka", problem));
+        }
+    }
     Ok(KafkaSinkSpec {
         topic,
         topic_column,

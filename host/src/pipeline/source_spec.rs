@@ -418,6 +418,11 @@ mod tests {
                 "'acks' is set by eddy",
             ),
             ("topic = \"out\"", "topic = \"out\"\npath = \"o\"", "sink.path: the Kafka sink writes to a topic"),
+            (
+                "topic = \"out\"\n[sink.kafka]\n\"bootstrap.servers\" = \"b:9092\"\n",
+                "topic = \"out\"\n[sink.kafka]\n\"bootstrap.servers\" = \"b:9092\"\n\"message.timeout.ms\" = 900000\n",
+                "'message.timeout.ms' must be at most 540000",
+            ),
         ];
         let valid = parse("", "").expect("the spec is valid");
         assert!(matches!(valid.sources[0].kind, crate::pipeline::SourceKind::Kafka(_)));

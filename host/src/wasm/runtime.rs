@@ -127,9 +127,16 @@ impl WasmRuntime {
                 cache.file(sha256).display()
             )),
         }
+        let started = std::time::Instant::now();
+        crate::log::info(&format!(
+            "compiling module '{name}' ({:.1} MB) for its first load; the result is cached in {} for later runs",
+            bytes.len() as f64 / 1e6,
+            dir.display()
+        ));
         let artifact = self.engine.precompile_component(bytes).map_err(|error| {
             anyhow::anyhow!("module '{name}' is not a valid WebAssembly component: {error:#} (build it with `cargo build --target wasm32-wasip2`)")
         })?;
+        crate::log::info(&format!("compiled module '{name}' in {:.1} s", started.elapsed().as_secs_f64()));
         if let Err(error) = cache.write(sha256, &artifact) {
             crate::log::warn(&format!("cannot cache the compiled module '{name}': {error:#}"));
         }

@@ -6,13 +6,15 @@
 //! batch is written the sink records an *intent* in the checkpoint
 //! (`sinks/0/intents/<N>`): where each output partition ends and how many partitions
 //! each topic has. A batch re-run after a crash reads its partitions from there, finds
-//! which of its records are already written, and writes only the others — so the
-//! topics hold every row exactly once for any consumer. With `transactional = true`
+//! which of its records are already written (checking that each is the record it
+//! would write: a processor whose output is not deterministic stops the query rather
+//! than mix two outputs), and writes only the others — so the topics hold every row
+//! exactly once for any consumer. With `transactional = true`
 //! each batch is also one Kafka transaction (read_committed consumers see it whole).
 
 mod records;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -25,7 +27,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 use serde::{Deserialize, Serialize};
 
-use self::records::{Columns, OutRecord, assign, encode};
+use self::records::{Columns, OutRecord, assign, encode, record_hash};
 use super::{Sink, SinkOwner};
 use crate::checkpoint::{CheckpointDir, RecordLog};
 use crate::kafka::{
@@ -143,8 +145,9 @@ impl KafkaSink {
     }
 
     /// The (topic, partition, sequence) of batch `batch_id`'s records already in the
-    /// partitions `records` go to, read from the intent's starts.
-    fn already_written(&self, intent: &Intent, records: &[OutRecord]) -> Result<HashSet<(String, i32, u64)>> {
+    /// partitions `records` go to, read from the intent's starts, with the hash of
+    /// each one's key and value.
+    fn already_written(&self, intent: &Intent, records: &[OutRecord]) -> Result<HashMap<(String, i32, u64), u64>> {
         let targets: HashSet<(&str, i32)> = records.iter().map(|r| (r.topic.as_str(), r.partition)).collect();
         let mut ranges = Vec::new();
         for start in intent.starts.iter().filter(|s| targets.contains(&(s.topic.as_str(), s.partition))) {
@@ -156,7 +159,7 @@ impl KafkaSink {
                 end: high,
             });
         }
-        let mut found = HashSet::new();
+        let mut found = HashMap::new();
         let (query, batch) = (self.query_id.as_bytes(), intent.batch_id.to_string());
         let mut visit = |i: usize, message: &rdkafka::message::BorrowedMessage<'_>| {
             let Some(headers) = message.headers() else { return };
@@ -164,7 +167,8 @@ impl KafkaSink {
             if header(HEADER_QUERY) == Some(query) && header(HEADER_BATCH) == Some(batch.as_bytes()) {
                 let sequence = header(HEADER_SEQUENCE).and_then(|v| std::str::from_utf8(v).ok()?.parse().ok());
                 if let Some(sequence) = sequence {
-                    found.insert((ranges[i].topic.clone(), ranges[i].partition, sequence));
+                    let hash = record_hash(message.key(), message.payload().unwrap_or_default());
+                    found.insert((ranges[i].topic.clone(), ranges[i].partition, sequence), hash);
                 }
             }
         };
@@ -253,10 +257,21 @@ impl Sink for KafkaSink {
                 (self.record_intent(batch_id, counts)?, false)
             }
         };
-        let records = assign(encoded, &intent.partition_counts)?;
-        let written = if rerun { self.already_written(&intent, &records)? } else { HashSet::new() };
-        let missing: Vec<&OutRecord> =
-            records.iter().filter(|r| !written.contains(&(r.topic.clone(), r.partition, r.sequence))).collect();
+        let records = assign(encoded, &intent.partition_counts, batch_id)?;
+        let written = if rerun { self.already_written(&intent, &records)? } else { HashMap::new() };
+        let mut missing: Vec<&OutRecord> = Vec::with_capacity(records.len());
+        for record in &records {
+            match written.get(&(record.topic.clone(), record.partition, record.sequence)) {
+                None => missing.push(record),
+                Some(hash) if *hash == record.hash => {}
+                Some(_) => bail!(
+                    "sink: batch {batch_id} ran again after a crash, but its record {} for topic '{}' partition {} differs from the one written before: the query's output is not deterministic (does the processor read the clock, or iterate a hash map?); nothing more is written and the batch is not committed",
+                    record.sequence,
+                    record.topic,
+                    record.partition
+                ),
+            }
+        }
         if rerun {
             crate::log::info(&format!(
                 "sink: batch {batch_id} runs again: {} of its {} records were already written, writing the other {}",

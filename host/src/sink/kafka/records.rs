@@ -20,6 +20,9 @@ pub(super) struct OutRecord {
     pub sequence: u64,
     pub key: Option<Vec<u8>>,
     pub value: Vec<u8>,
+    /// A hash of key and value: a re-run checks that a record it finds written is the
+    /// one it would write.
+    pub hash: u64,
 }
 
 /// Which columns choose the topic and key.
@@ -99,23 +102,40 @@ fn key_bytes(column: &dyn Array) -> Result<Vec<Option<Vec<u8>>>> {
     Ok((0..text.len()).map(|i| text.is_valid(i).then(|| text.value(i).as_bytes().to_vec())).collect())
 }
 
-/// Partitions and numbers the encoded rows: a keyed record goes where Kafka's default
-/// partitioner puts its key, a keyless one round-robin by its row number; sequences
-/// count per topic and partition in row order. `partitions` holds each topic's count.
-pub(super) fn assign(encoded: Encoded, partitions: &BTreeMap<String, i32>) -> Result<Vec<OutRecord>> {
+/// Partitions and numbers the encoded rows of batch `batch_id`: a keyed record goes
+/// where Kafka's default partitioner puts its key, a keyless one round-robin by its
+/// row number (starting at the batch id, so small batches spread); sequences count per
+/// topic and partition in row order. `partitions` holds each topic's count.
+pub(super) fn assign(encoded: Encoded, partitions: &BTreeMap<String, i32>, batch_id: u64) -> Result<Vec<OutRecord>> {
     let mut next: BTreeMap<(String, i32), u64> = BTreeMap::new();
     let mut records = Vec::with_capacity(encoded.values.len());
     for (row, ((topic, key), value)) in encoded.topics.into_iter().zip(encoded.keys).zip(encoded.values).enumerate() {
         let count = *partitions.get(&topic).ok_or_else(|| anyhow!("topic '{topic}' has no known partition count"))?;
         let partition = match &key {
             Some(key) => partition_for_key(key, count),
-            None => (row as u64 % count.max(1) as u64) as i32,
+            None => ((row as u64).wrapping_add(batch_id) % count.max(1) as u64) as i32,
         };
         let sequence = next.entry((topic.clone(), partition)).or_insert(0);
-        records.push(OutRecord { topic, partition, sequence: *sequence, key, value });
+        let hash = record_hash(key.as_deref(), &value);
+        records.push(OutRecord { topic, partition, sequence: *sequence, key, value, hash });
         *sequence += 1;
     }
     Ok(records)
+}
+
+/// A hash of a record's key (or its absence) and value.
+pub(super) fn record_hash(key: Option<&[u8]>, value: &[u8]) -> u64 {
+    let mut bytes = Vec::with_capacity(value.len() + key.map_or(1, |k| k.len() + 9));
+    match key {
+        Some(key) => {
+            bytes.push(1);
+            bytes.extend_from_slice(&(key.len() as u64).to_be_bytes());
+            bytes.extend_from_slice(key);
+        }
+        None => bytes.push(0),
+    }
+    bytes.extend_from_slice(value);
+    xxhash_rust::xxh3::xxh3_64(&bytes)
 }
 
 #[cfg(test)]
@@ -150,9 +170,9 @@ mod tests {
         let encoded = encode(&schema, &[batch], &columns)?;
         assert_eq!(encoded.values[0], br#"{"user":"foobar","count":1}"#.to_vec());
         assert_eq!(encoded.values[1], br#"{"count":2}"#.to_vec());
-        let records = assign(encoded, &BTreeMap::from([("out".to_string(), 4)]))?;
+        let records = assign(encoded, &BTreeMap::from([("out".to_string(), 4)]), 0)?;
         // Kafka: toPositive(murmur2(key)) % 4; murmur2("foobar") = -790332482, murmur2("21") = -973932308.
-        // The keyless second row goes round-robin by its row number (1).
+        // The keyless second row goes round-robin by its row number (1) plus the batch id (0).
         let expected = [(-790332482i32 & 0x7fff_ffff) % 4, 1, (-973932308i32 & 0x7fff_ffff) % 4];
         assert_eq!(records.iter().map(|r| r.partition).collect::<Vec<_>>(), expected);
         assert_eq!(records[1].key, None, "a null key stays null");

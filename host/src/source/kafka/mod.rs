@@ -145,9 +145,10 @@ impl KafkaSource {
             apply_limit(&mut planned, limit);
         }
         let reads = planned.iter().any(|range| range.end > range.start);
-        // The query's first batch records where every partition starts even when
-        // there is nothing to read yet ("latest" must not move with later triggers).
-        let pins = first && !planned.is_empty();
+        // A partition without a committed position gets one even when there is
+        // nothing to read yet: "latest" must not move with later triggers, and an
+        // empty partition counts as caught up.
+        let pins = states.iter().any(|state| state.committed.is_none());
         Ok((reads || pins || !lost.is_empty()).then_some((planned, lost)))
     }
 

@@ -38,14 +38,14 @@ pub(super) struct Lost {
 impl Lost {
     /// How many offsets are known lost.
     pub fn count(&self) -> u64 {
-        if self.past_end { 0 } else { (self.to - self.from).max(0) as u64 }
+        if self.past_end { 0 } else { self.to.saturating_sub(self.from).max(0) as u64 }
     }
 
     /// What happened, for errors and logs.
     pub fn describe(&self) -> String {
         if self.past_end {
             format!(
-                "topic '{}' partition {}: the committed position {} is past the partition's end {} (was the topic deleted and made again?); records may have been missed",
+                "topic '{}' partition {}: the position {} is past the partition's end {} (a starting offset past the end, a truncated log, or a topic deleted and made again); records may have been missed",
                 self.topic, self.partition, self.from, self.to
             )
         } else {
@@ -95,11 +95,15 @@ pub(super) fn ranges(
         let mut start = *start;
         if start < state.low || start > state.high {
             let (topic, partition) = (state.topic.clone(), state.partition);
-            lost.push(match start < state.low {
-                true => Lost { topic, partition, from: start, to: state.low, past_end: false },
-                false => Lost { topic, partition, from: start, to: state.high, past_end: true },
-            });
-            start = state.low;
+            if start < state.low {
+                lost.push(Lost { topic, partition, from: start, to: state.low, past_end: false });
+                start = state.low;
+            } else {
+                // Past the end (a truncated log or a topic made again): go on from the
+                // end rather than read the partition's whole history again.
+                lost.push(Lost { topic, partition, from: start, to: state.high, past_end: true });
+                start = state.high;
+            }
         }
         let limit = bound.map_or(Some(state.high), |bound| bound.get(&(state.topic.clone(), state.partition)).copied());
         let end = limit.map_or(start, |limit| limit.min(state.high).max(start));
@@ -118,7 +122,7 @@ pub(super) fn ranges(
 /// proportion to its backlog (largest remainders get the leftover offsets), so no
 /// batch reads more than `limit` offsets.
 pub(super) fn apply_limit(ranges: &mut [PartitionRange], limit: u64) {
-    let backlogs: Vec<u64> = ranges.iter().map(|range| (range.end - range.start).max(0) as u64).collect();
+    let backlogs: Vec<u64> = ranges.iter().map(|range| range.end.saturating_sub(range.start).max(0) as u64).collect();
     let total: u64 = backlogs.iter().sum();
     if total <= limit {
         return;
@@ -139,7 +143,7 @@ pub(super) fn apply_limit(ranges: &mut [PartitionRange], limit: u64) {
         }
     }
     for (range, share) in ranges.iter_mut().zip(shares) {
-        range.end = range.start + share as i64;
+        range.end = range.start.saturating_add(share as i64);
     }
 }
 
@@ -156,7 +160,7 @@ pub(super) fn offsets_json(ranges: &[PartitionRange], value: impl Fn(&PartitionR
 
 /// Spark's backlog metrics: how far each partition's end is behind its latest offset.
 pub(super) fn backlog_metrics(ranges: &[PartitionRange]) -> BTreeMap<String, String> {
-    let behind: Vec<i64> = ranges.iter().map(|range| (range.latest - range.end).max(0)).collect();
+    let behind: Vec<i64> = ranges.iter().map(|range| range.latest.saturating_sub(range.end).max(0)).collect();
     let mut metrics = BTreeMap::new();
     if let (Some(min), Some(max)) = (behind.iter().min(), behind.iter().max()) {
         let avg = behind.iter().sum::<i64>() as f64 / behind.len() as f64;
@@ -204,7 +208,7 @@ mod tests {
         );
         assert_eq!((lost[0].count(), lost[1].count()), (2, 0));
         assert!(lost[0].describe().contains("offsets 3 to 4 were deleted"), "{}", lost[0].describe());
-        assert_eq!(planned.iter().map(|r| (r.start, r.end)).collect::<Vec<_>>(), vec![(5, 9), (0, 4), (2, 4)]);
+        assert_eq!(planned.iter().map(|r| (r.start, r.end)).collect::<Vec<_>>(), vec![(5, 9), (4, 4), (2, 4)]);
     }
 
     #[test]

@@ -107,8 +107,12 @@ pub fn run(args: &KafkaArgs) -> Result<()> {
 
 /// The partition count of `topic`.
 fn partition_count(consumer: &BaseConsumer<EddyContext>, settings: &ClientSettings, topic: &str) -> Result<i32> {
-    let found = topic_partitions(consumer, &settings.redactor(), |name| name == topic)?;
-    found
+    let listing = topic_partitions(consumer, &settings.redactor(), |name| name == topic)?;
+    if let Some((_, reason)) = listing.unavailable.first() {
+        bail!("topic '{topic}' is not available: {reason}");
+    }
+    listing
+        .topics
         .first()
         .map(|(_, count)| *count)
         .ok_or_else(|| anyhow!("topic '{topic}' does not exist; create it with `eddy kafka create-topic {topic}`"))

@@ -201,24 +201,40 @@ impl ClientSettings {
     }
 }
 
+/// What the cluster's metadata says of the topics a client wants.
+#[derive(Debug, Default)]
+pub struct TopicListing {
+    /// Each available topic with its partition count, by name.
+    pub topics: Vec<(String, i32)>,
+    /// Topics that exist but cannot be used now (e.g. no leader yet), with the reason.
+    pub unavailable: Vec<(String, String)>,
+}
+
 /// The partition count of every topic `wanted` accepts, from the cluster's metadata.
 pub fn topic_partitions(
     consumer: &BaseConsumer<EddyContext>,
     redactor: &Redactor,
     wanted: impl Fn(&str) -> bool,
-) -> Result<Vec<(String, i32)>> {
+) -> Result<TopicListing> {
+    use rdkafka::types::RDKafkaErrorCode;
     let metadata = consumer
         .fetch_metadata(None, REQUEST_TIMEOUT)
         .map_err(|error| redactor.error("cannot read the Kafka cluster's metadata", &error))?;
-    let mut topics = Vec::new();
+    let mut listing = TopicListing::default();
     for topic in metadata.topics() {
-        if topic.error().is_some() || !wanted(topic.name()) || topic.partitions().is_empty() {
+        if !wanted(topic.name()) {
             continue;
         }
-        topics.push((topic.name().to_string(), topic.partitions().len() as i32));
+        match topic.error().map(RDKafkaErrorCode::from) {
+            None if !topic.partitions().is_empty() => {
+                listing.topics.push((topic.name().to_string(), topic.partitions().len() as i32));
+            }
+            None | Some(RDKafkaErrorCode::UnknownTopicOrPartition) => {}
+            Some(code) => listing.unavailable.push((topic.name().to_string(), redactor.clean(&code.to_string()))),
+        }
     }
-    topics.sort();
-    Ok(topics)
+    listing.topics.sort();
+    Ok(listing)
 }
 
 /// The low and high offsets of a partition (high: the last stable offset for a

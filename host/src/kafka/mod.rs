@@ -7,8 +7,8 @@ mod partitioner;
 mod scan;
 
 pub use client::{
-    ClientSettings, Deliveries, EddyContext, REQUEST_TIMEOUT, Redactor, create_topic, delete_records_before,
-    topic_partitions, watermarks,
+    ClientSettings, Deliveries, EddyContext, REQUEST_TIMEOUT, Redactor, TopicListing, create_topic,
+    delete_records_before, topic_partitions, watermarks,
 };
 pub use partitioner::{murmur2, partition_for_key};
 pub use scan::{ScanRange, scan};

@@ -120,8 +120,11 @@ impl KafkaSink {
 
     /// The partition counts of `topics` now.
     fn partition_counts(&self, topics: &HashSet<&str>) -> Result<BTreeMap<String, i32>> {
-        let found: BTreeMap<String, i32> =
-            topic_partitions(&self.reader, &self.redactor, |name| topics.contains(name))?.into_iter().collect();
+        let listing = topic_partitions(&self.reader, &self.redactor, |name| topics.contains(name))?;
+        if let Some((topic, reason)) = listing.unavailable.first() {
+            bail!("sink: topic '{topic}' is not available ({reason}); nothing of the batch is written or committed");
+        }
+        let found: BTreeMap<String, i32> = listing.topics.into_iter().collect();
         if let Some(missing) = topics.iter().find(|topic| !found.contains_key(**topic)) {
             bail!(
                 "sink: topic '{missing}' does not exist; create it first (e.g. `eddy kafka create-topic {missing} --bootstrap-servers …`)"

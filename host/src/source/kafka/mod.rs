@@ -25,7 +25,7 @@ use self::read::{Records, Wanted, read_ranges};
 use super::dead_letter::DeadLetters;
 use super::{Source, SourceBatch, meta_key};
 use crate::checkpoint::{CheckpointDir, PartitionLog, PartitionRange};
-use crate::kafka::{ClientSettings, EddyContext, Redactor, topic_partitions, watermarks};
+use crate::kafka::{ClientSettings, EddyContext, Redactor, TopicListing, topic_partitions, watermarks};
 use crate::pipeline::{BadRecordPolicy, KafkaSourceSpec, SourceKind, SourceSpec, Subscription};
 use crate::state::{Cf, StateStore};
 
@@ -108,31 +108,40 @@ impl KafkaSource {
         })
     }
 
-    /// The partitions to read now, with their committed positions and offsets.
-    fn partitions(&self, store: &StateStore) -> Result<Vec<PartitionState>> {
-        let topics = match (&self.spec.subscription, &self.pattern) {
+    /// The partitions to read now, with their committed positions and offsets;
+    /// `None` while a topic the source reads is unavailable (e.g. without a leader):
+    /// a batch then waits for it rather than plan around it.
+    fn partitions(&self, store: &StateStore) -> Result<Option<Vec<PartitionState>>> {
+        let listing = match (&self.spec.subscription, &self.pattern) {
             (Subscription::Topics(topics), _) => {
                 topic_partitions(&self.consumer, &self.redactor, |name| topics.iter().any(|t| t == name))?
             }
             (Subscription::Pattern(_), Some(pattern)) => {
                 topic_partitions(&self.consumer, &self.redactor, |name| pattern.is_match(name))?
             }
-            (Subscription::Pattern(_), None) => Vec::new(),
+            (Subscription::Pattern(_), None) => TopicListing::default(),
         };
+        if let Some((topic, reason)) = listing.unavailable.first() {
+            crate::log::warn(&format!(
+                "source '{}': topic '{topic}' is not available ({reason}); waiting for it",
+                self.name
+            ));
+            return Ok(None);
+        }
         let mut states = Vec::new();
-        for (topic, count) in topics {
+        for (topic, count) in listing.topics {
             for partition in 0..count {
                 let committed = self.committed_position(store, &topic, partition)?;
                 let (low, high) = watermarks(&self.consumer, &self.redactor, &topic, partition)?;
                 states.push(PartitionState { topic: topic.clone(), partition, committed, low, high });
             }
         }
-        Ok(states)
+        Ok(Some(states))
     }
 
     /// Plans the ranges of the next batch (`None`: nothing to read or record).
     fn plan(&self, store: &StateStore) -> Result<Option<(Vec<PartitionRange>, Vec<Lost>)>> {
-        let states = self.partitions(store)?;
+        let Some(states) = self.partitions(store)? else { return Ok(None) };
         let first = store.read(Cf::Meta, &self.started_key())?.is_none();
         let starts: Vec<i64> = states.iter().map(|s| start_of(s, &self.spec.starting_offsets, first)).collect();
         let (mut planned, lost) = ranges(&states, &starts, self.bound.as_ref());
@@ -209,7 +218,12 @@ impl Source for KafkaSource {
     }
 
     fn bound_to_available_now(&mut self, store: &StateStore, _now_us: i64) -> Result<()> {
-        let states = self.partitions(store)?;
+        let Some(states) = self.partitions(store)? else {
+            bail!(
+                "source '{}': a topic is not available, so what is available now cannot be fixed; try again",
+                self.name
+            )
+        };
         self.bound = Some(states.into_iter().map(|s| ((s.topic, s.partition), s.high)).collect());
         Ok(())
     }

@@ -23,14 +23,21 @@ pub struct ProcessorInstance {
     poisoned: bool,
 }
 
+/// The least time a module's start code gets, whatever `operator.call-timeout-ms` is:
+/// a Python or JavaScript processor's interpreter sets itself up there.
+pub const INSTANTIATION_BUDGET: Duration = Duration::from_secs(10);
+
 impl Module {
-    /// Creates a new sandboxed instance with `limits`. A failure of the guest's start
+    /// Creates a new sandboxed instance with `limits` (its start code may run for
+    /// [`INSTANTIATION_BUDGET`] or the call timeout, whichever is longer). A failure of the guest's start
     /// code (its memory over the cap, its deadline, a trap) is a [`GuestError`] for
     /// `instantiation`.
     pub fn instantiate(&self, limits: InstanceLimits) -> anyhow::Result<ProcessorInstance> {
         let mut store = Store::new(&self.engine, HostState::new(self.name.clone(), limits));
         store.limiter(|state| &mut state.memory);
-        store.set_epoch_deadline(ticks(limits.call_timeout));
+        // Start code (an interpreter setting itself up) gets its own budget.
+        let start = InstanceLimits { call_timeout: limits.call_timeout.max(INSTANTIATION_BUDGET), ..limits };
+        store.set_epoch_deadline(ticks(start.call_timeout));
         store.epoch_deadline_trap();
         match self.pre.instantiate(&mut store) {
             Ok(processor) => Ok(ProcessorInstance { store, processor, limits, poisoned: false }),
@@ -38,7 +45,7 @@ impl Module {
                 module: self.name.clone(),
                 function: "instantiation",
                 key: None,
-                problem: classify(store.data(), &failure, limits),
+                problem: classify(store.data(), &failure, start),
             }
             .into()),
             Err(failure) => Err(anyhow::anyhow!("cannot instantiate module '{}': {failure:#}", self.name)),

@@ -19,14 +19,11 @@ LIVE_SECONDS=${LIVE_SECONDS:-20}
 target=${CARGO_TARGET_DIR:-target}
 eddy=${EDDY_BIN:-$target/release/eddy}
 [ -n "${EDDY_BIN:-}" ] || cargo build --release -p eddy --quiet
-broker=$(scripts/install-kafka-broker.sh)
+source scripts/test-broker.sh
 work=$(mktemp -d)
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-(cd "$work" && exec "$broker" broker --listener-url "tcp://127.0.0.1:$port" --advertised-listener-url "tcp://127.0.0.1:$port" \
-  --storage-engine "sqlite://broker.db" > broker.log 2>&1) &
-broker_pid=$!
-trap 'kill "$broker_pid" 2>/dev/null; wait "$broker_pid" 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
-for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+trap 'kill "${broker_pid:-}" 2>/dev/null; wait "${broker_pid:-}" 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
+start_test_broker "$work" "$port"
 kafka() { "$eddy" kafka --bootstrap-servers "127.0.0.1:$port" "$@"; }
 elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$@"; }
 

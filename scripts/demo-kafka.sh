@@ -5,17 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eddy=${EDDY_BIN:-${CARGO_TARGET_DIR:-target}/debug/eddy}
-broker=$(scripts/install-kafka-broker.sh)
+source scripts/test-broker.sh
 work=$(mktemp -d)
 port=19092
-(cd "$work" && exec "$broker" broker --listener-url "tcp://127.0.0.1:$port" --advertised-listener-url "tcp://127.0.0.1:$port" \
-  --storage-engine "sqlite://broker.db" > broker.log 2>&1) &
-broker_pid=$!
-trap 'kill "$broker_pid" 2>/dev/null; wait "$broker_pid" 2>/dev/null; rm -rf "$work"' EXIT
-for _ in $(seq 100); do
-  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-  sleep 0.1
-done
+trap 'kill "${broker_pid:-}" 2>/dev/null; wait "${broker_pid:-}" 2>/dev/null; rm -rf "$work"' EXIT
+start_test_broker "$work" "$port"
 kafka() { "$eddy" kafka --bootstrap-servers "127.0.0.1:$port" "$@"; }
 kafka create-topic freezer-readings --partitions 2
 kafka create-topic freezer-stats --partitions 2

@@ -9,17 +9,15 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use eddy_tests::kafka::Broker;
-use eddy_tests::{eddy_bin, wasm};
+use eddy_tests::{Rng, eddy_bin, wasm};
 use serde_json::Value;
 
-/// `count` purchase events over `users` users, seeded (a small LCG, no RNG crate).
+/// `count` purchase events over `users` users, seeded.
 fn purchases(count: usize, users: u64, seed: u64) -> Vec<String> {
-    let mut state = seed;
-    let mut next = move || {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        state >> 33
-    };
-    (0..count).map(|_| format!("{{\"user\":\"u-{:03}\",\"amount\":{}}}", next() % users, next() % 100 + 1)).collect()
+    let mut rng = Rng(seed);
+    (0..count)
+        .map(|_| format!("{{\"user\":\"u-{:03}\",\"amount\":{}}}", rng.below(users), rng.below(100) + 1))
+        .collect()
 }
 
 /// A running-count pipeline reading `source` keys and writing to topic `out`.
@@ -45,11 +43,15 @@ fn kafka_sink(broker: &Broker, topic: &str) -> String {
     )
 }
 
+/// `eddy run SPEC --checkpoint CHECKPOINT`, to be given its environment and run.
+fn eddy_run(spec: &Path, checkpoint: &Path) -> Command {
+    let mut command = Command::new(eddy_bin());
+    command.args(["run", spec.to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")]);
+    command
+}
+
 fn run(spec: &Path, checkpoint: &Path) -> Output {
-    Command::new(eddy_bin())
-        .args(["run", spec.to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")])
-        .output()
-        .expect("eddy runs")
+    eddy_run(spec, checkpoint).output().expect("eddy runs")
 }
 
 fn assert_ok(output: &Output, broker: &Broker) {
@@ -177,12 +179,8 @@ fn a_topic_that_appears_while_the_query_runs_is_read_from_its_start() {
     let source = "topic-pattern = \"ev-.*\"\nstarting-offsets = \"earliest\"";
     let spec = spec(dir.path(), &broker, source, "processing-time = \"200ms\"", &kafka_sink(&broker, "out"));
     let checkpoint = dir.path().join("checkpoint");
-    let mut child = Command::new(eddy_bin())
-        .args(["run", spec.to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("eddy starts");
+    let mut child =
+        eddy_run(&spec, &checkpoint).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("eddy starts");
     let wait_for = |rows: u64| {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -326,8 +324,7 @@ fn a_credential_given_by_reference_appears_nowhere() {
     );
     std::fs::write(&spec_file, text).expect("spec");
     let checkpoint = dir.path().join("checkpoint");
-    let output = Command::new(eddy_bin())
-        .args(["run", spec_file.to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")])
+    let output = eddy_run(&spec_file, &checkpoint)
         .env("EDDY_TEST_SECRET", secret)
         .env("EDDY_LOG", "debug")
         .output()
@@ -337,8 +334,7 @@ fn a_credential_given_by_reference_appears_nowhere() {
     let missing = std::fs::read_to_string(&spec_file).expect("spec").replace("topic = \"out\"", "topic = \"nope\"");
     std::fs::write(&spec_file, missing).expect("spec");
     broker.produce("in", &purchases(5, 4, 10), Some("user"));
-    let failed = Command::new(eddy_bin())
-        .args(["run", spec_file.to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")])
+    let failed = eddy_run(&spec_file, &checkpoint)
         .env("EDDY_TEST_SECRET", secret)
         .env("EDDY_LOG", "debug")
         .output()
@@ -413,8 +409,7 @@ fn a_transaction_killed_midway_is_invisible_to_read_committed_consumers() {
     let spec = spec(dir.path(), &broker, source, "available-now = true", &sink);
     let checkpoint = dir.path().join("checkpoint");
     for kill_after_ms in [700, 1100, 1500] {
-        let mut child = Command::new(eddy_bin())
-            .args(["run", spec.to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")])
+        let mut child = eddy_run(&spec, &checkpoint)
             .env("EDDY_PAUSE_AFTER_PUBLISH_MS", "200")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -558,8 +553,7 @@ fn offsets_deleted_before_a_batch_runs_again_are_an_error_or_skipped() {
     };
     // Batch 0 is planned (offsets 0..50), published, and killed before its commit.
     let spec_file = spec_with(true);
-    let mut child = Command::new(eddy_bin())
-        .args(["run", spec_file.to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")])
+    let mut child = eddy_run(&spec_file, &checkpoint)
         .env("EDDY_PAUSE_AFTER_PUBLISH_MS", "60000")
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -15,28 +15,8 @@ use std::time::{Duration, Instant};
 
 use eddy::state::{Cf, StateStore};
 use eddy_tests::kafka::Broker;
-use eddy_tests::{eddy_bin, wasm};
+use eddy_tests::{Rng, eddy_bin, env_or, wasm};
 use serde_json::Value;
-
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-/// SplitMix64, so a failing run can be reproduced from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn write_spec(dir: &Path, broker: &Broker, output: &str) {
     let module = wasm("running_count");

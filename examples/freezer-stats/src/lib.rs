@@ -17,6 +17,7 @@
 //! Output: `unit STRING, window_start TIMESTAMP, window_end TIMESTAMP, min DOUBLE,
 //! max DOUBLE, avg DOUBLE, count BIGINT`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use eddy_guest::{
@@ -130,9 +131,9 @@ impl StatefulProcessor for FreezerStats {
         let mut batch: BTreeMap<i64, Stats> = BTreeMap::new();
         let mut late = 0;
         let values = rows.column(self.value_column.as_str())?;
-        let readings: Vec<f64> = match values.f64s() {
-            Ok(readings) => readings.to_vec(),
-            Err(_) => values.i64s()?.iter().map(|v| *v as f64).collect(),
+        let readings: Cow<[f64]> = match values.f64s() {
+            Ok(readings) => Cow::Borrowed(readings),
+            Err(_) => Cow::Owned(values.i64s()?.iter().map(|v| *v as f64).collect()),
         };
         let times = rows.column(self.time_column.as_str())?;
         for (row, (reading, ts)) in readings.iter().zip(times.timestamps()?).enumerate() {

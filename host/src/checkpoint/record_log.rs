@@ -59,6 +59,28 @@ impl RecordLog {
         if self.versioned { read_versioned(&path, self.what) } else { read_json(&path, self.what) }
     }
 
+    /// The record a batch was planned with, which must be there: a missing one is an
+    /// error saying it lists `lists` and what to do; one whose `id_of` is another
+    /// batch's is refused.
+    pub fn read_planned<T: DeserializeOwned>(
+        &self,
+        batch_id: u64,
+        lists: &str,
+        id_of: impl Fn(&T) -> u64,
+    ) -> Result<T> {
+        let path = self.path_of(batch_id);
+        let Some(record) = self.read::<T>(batch_id)? else {
+            anyhow::bail!(
+                "{} is missing: it lists {lists} batch {batch_id} was planned to read; restore it or start from a new checkpoint",
+                path.display()
+            );
+        };
+        if id_of(&record) != batch_id {
+            anyhow::bail!("{} holds batch {}, not batch {batch_id}", path.display(), id_of(&record));
+        }
+        Ok(record)
+    }
+
     /// Whether batch `batch_id` has a record.
     pub fn has(&self, batch_id: u64) -> bool {
         self.path_of(batch_id).exists()

@@ -2,7 +2,7 @@
 //! sizes, written when the batch is planned (before its `offsets/<N>`). A batch re-run
 //! after a crash reads exactly these files, and refuses to when one is gone or changed.
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use super::record_log::RecordLog;
@@ -47,17 +47,7 @@ impl SourceLog {
 
     /// The files batch `batch_id` was planned to read.
     pub fn read(&self, batch_id: u64) -> Result<Vec<LoggedFile>> {
-        let path = self.log.path_of(batch_id);
-        let Some(entry) = self.log.read::<Entry>(batch_id)? else {
-            bail!(
-                "{} is missing: it lists the files batch {batch_id} was planned to read; restore it or start from a new checkpoint",
-                path.display()
-            );
-        };
-        if entry.batch_id != batch_id {
-            bail!("{} holds batch {}, not batch {batch_id}", path.display(), entry.batch_id);
-        }
-        Ok(entry.files)
+        Ok(self.log.read_planned(batch_id, "the files", |entry: &Entry| entry.batch_id)?.files)
     }
 }
 

@@ -238,7 +238,7 @@ fn consume(properties: &KafkaProperties, topic: &str, metadata: bool, isolation:
         };
         per_partition[i].push(line);
     };
-    scan(&consumer, &redactor, &ranges, "eddy kafka consume", &mut on_lost, &mut visit)?;
+    scan(&consumer, &redactor, &ranges, false, "eddy kafka consume", &mut on_lost, &mut visit)?;
     super::print_to_stdout(|out| {
         for line in per_partition.iter().flatten() {
             writeln!(out, "{line}")?;

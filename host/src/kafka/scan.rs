@@ -36,12 +36,15 @@ pub struct ScanRange {
 /// Reads every range, calling `visit(range index, record)` for each record in it, in
 /// offset order per partition. When a range's next offsets were deleted (retention),
 /// `on_lost(range index, position, oldest kept)` decides: an error stops the scan,
-/// `Ok` skips to the oldest offset kept (checked before reading and whenever the
-/// broker reports a deleted position). `label` names the reader in errors.
+/// `Ok` skips to the oldest offset kept. A deleted position is found when the broker
+/// reports it, and — with `recheck_starts`, for ranges planned earlier (a re-run after
+/// a crash) — by asking each partition's oldest offset before reading. `label` names
+/// the reader in errors.
 pub fn scan(
     consumer: &BaseConsumer<EddyContext>,
     redactor: &Redactor,
     ranges: &[ScanRange],
+    recheck_starts: bool,
     label: &str,
     on_lost: &mut dyn FnMut(usize, i64, i64) -> Result<()>,
     visit: &mut dyn FnMut(usize, &BorrowedMessage<'_>),
@@ -53,8 +56,8 @@ pub fn scan(
     if (0..ranges.len()).all(|i| done(&position, i)) {
         return Ok(());
     }
-    // Offsets deleted since the ranges were planned (a batch re-run after a crash).
-    for i in (0..ranges.len()).filter(|i| !done(&position, *i)).collect::<Vec<_>>() {
+    let open: Vec<usize> = (0..ranges.len()).filter(|i| recheck_starts && !done(&position, *i)).collect();
+    for i in open {
         let (low, _) = watermarks(consumer, redactor, &ranges[i].topic, ranges[i].partition)?;
         if low > position[i] {
             on_lost(i, position[i], low.min(ranges[i].end))?;

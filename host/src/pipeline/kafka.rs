@@ -196,11 +196,6 @@ impl KafkaProperties {
         self.entries.contains_key(key)
     }
 
-    /// Sets a plain property (for tools that build properties themselves).
-    pub fn set(&mut self, key: &str, value: &str) {
-        self.entries.insert(key.to_string(), PropertyValue::Plain(value.to_string()));
-    }
-
     /// Every property with its value read (environment variables, files). Errors name
     /// the property and the variable or file, never a value.
     pub fn resolve(&self) -> Result<Vec<ResolvedProperty>> {

@@ -177,7 +177,7 @@ impl KafkaSink {
         };
         // Records deleted since the intent cannot be compared: they count as not written.
         let mut on_lost = |_: usize, _: i64, _: i64| -> Result<()> { Ok(()) };
-        scan(&self.reader, &self.redactor, &ranges, "sink", &mut on_lost, &mut visit)?;
+        scan(&self.reader, &self.redactor, &ranges, true, "sink", &mut on_lost, &mut visit)?;
         Ok(found)
     }
 

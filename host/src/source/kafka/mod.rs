@@ -161,14 +161,28 @@ impl KafkaSource {
         Ok((reads || pins || !lost.is_empty()).then_some((planned, lost)))
     }
 
-    /// Reads and decodes batch `batch_id`'s `planned` ranges.
-    fn read_batch(&self, batch_id: u64, planned: Vec<PartitionRange>, mut lost: Vec<Lost>) -> Result<SourceBatch> {
+    /// Reads and decodes batch `batch_id`'s `planned` ranges (`replay`: planned before a
+    /// crash).
+    fn read_batch(
+        &self,
+        batch_id: u64,
+        planned: Vec<PartitionRange>,
+        mut lost: Vec<Lost>,
+        replay: bool,
+    ) -> Result<SourceBatch> {
         let wanted = Wanted {
             keys: self.spec.metadata_columns.iter().any(|c| c == "key"),
             headers: self.spec.metadata_columns.iter().any(|c| c == "headers"),
         };
-        let records: Records =
-            read_ranges(&self.consumer, &self.redactor, &planned, wanted, self.spec.fail_on_data_loss, &self.name)?;
+        let records: Records = read_ranges(
+            &self.consumer,
+            &self.redactor,
+            &planned,
+            replay,
+            wanted,
+            self.spec.fail_on_data_loss,
+            &self.name,
+        )?;
         lost.extend(records.lost.iter().cloned());
         let fail = self.on_bad_record == BadRecordPolicy::Fail;
         let decoded = rows::decode(&records, &planned, &self.schema, &self.spec.metadata_columns, fail, &self.name)?;
@@ -242,7 +256,7 @@ impl Source for KafkaSource {
             ));
         }
         self.log.write(batch_id, &planned)?;
-        self.read_batch(batch_id, planned, lost).map(Some)
+        self.read_batch(batch_id, planned, lost, false).map(Some)
     }
 
     fn replan_batch(
@@ -275,7 +289,7 @@ impl Source for KafkaSource {
                 );
             }
         }
-        self.read_batch(batch_id, planned, Vec::new()).map(Some)
+        self.read_batch(batch_id, planned, Vec::new(), true).map(Some)
     }
 
     fn caught_up(&self, store: &StateStore) -> Result<bool> {

@@ -42,11 +42,13 @@ pub(super) struct Wanted {
     pub headers: bool,
 }
 
-/// Reads `ranges` with `consumer` for source `source`.
+/// Reads `ranges` with `consumer` for source `source`; `replay`: the ranges were
+/// planned before a crash (their starts may since have been deleted).
 pub(super) fn read_ranges(
     consumer: &BaseConsumer<EddyContext>,
     redactor: &Redactor,
     ranges: &[PartitionRange],
+    replay: bool,
     wanted: Wanted,
     fail_on_data_loss: bool,
     source: &str,
@@ -86,7 +88,7 @@ pub(super) fn read_ranges(
             value,
         });
     };
-    scan(consumer, redactor, &scan_ranges, &format!("source '{source}'"), &mut on_lost, &mut visit)?;
+    scan(consumer, redactor, &scan_ranges, replay, &format!("source '{source}'"), &mut on_lost, &mut visit)?;
     let mut all = concat(per_range);
     all.lost = lost;
     Ok(all)

@@ -14,12 +14,14 @@
 mod bindings;
 mod guest_error;
 mod host;
+mod imports;
 mod instance;
 mod module_cache;
 mod runtime;
 mod sandbox;
 mod waits;
 
+pub use imports::{Interfaces, check_imports, component_interfaces};
 pub use guest_error::{GuestError, GuestProblem};
 pub use instance::ProcessorInstance;
 pub use runtime::{Module, WasmRuntime};

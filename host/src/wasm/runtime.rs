@@ -83,6 +83,7 @@ impl WasmRuntime {
         let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
         let bytes = std::fs::read(path).with_context(|| format!("cannot read processor module {}", path.display()))?;
         let sha256 = hex(&Sha256::digest(&bytes));
+        super::imports::check_imports(&name, &bytes)?;
         let component = self.compile_cached(&name, &bytes, &sha256)?;
         check_contract_version(&self.engine, &component, &name)?;
         let instance_pre = self

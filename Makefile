@@ -9,7 +9,9 @@ GUEST_CRATES := running-count alert-suppression freezer-stats scripted noop boun
 GUEST_WASM   := running_count alert_suppression freezer_stats scripted noop boundary_probe future_contract
 WASM_DIR     := build/wasm
 
-.PHONY: deps broker guests build demo demo-kafka test bench bench-e2e bench-recovery bench-kafka bench-window clean
+.SECONDEXPANSION:
+
+.PHONY: deps broker toolchains guests guests-languages sdk-tests build demo demo-kafka test bench bench-e2e bench-recovery bench-kafka bench-window bench-languages clean
 
 deps:
 	@scripts/install-deps.sh
@@ -18,6 +20,11 @@ deps:
 # a cache directory outside the clone (~25 min the first time).
 broker: deps
 	@scripts/install-kafka-broker.sh > /dev/null
+
+# The pinned Python and JavaScript guest toolchains (componentize-py, componentize-js,
+# esbuild, pytest), installed once into a cache directory outside the clone.
+toolchains: deps
+	@scripts/install-guest-toolchains.sh > /dev/null
 
 guests: deps
 	cargo build --release --target wasm32-wasip2 $(addprefix -p ,$(GUEST_CRATES))
@@ -33,13 +40,39 @@ guests: deps
 build: deps
 	cargo build -p eddy
 
+# The examples written in Python and TypeScript, built by `eddy build`.
+EDDY := $(CARGO_TARGET_DIR)/debug/eddy
+PY_SDK := $(shell find sdks/python/eddy_guest -name '*.py' -o -name '*.toml' 2>/dev/null)
+JS_SDK := $(shell find sdks/js/src sdks/js/bin sdks/js/wit -type f 2>/dev/null)
+LANGUAGE_WASM := $(foreach example,running_count alert_suppression,$(WASM_DIR)/$(example)_py.wasm $(WASM_DIR)/$(example)_ts.wasm) \
+                 $(WASM_DIR)/failing_py.wasm $(WASM_DIR)/failing_ts.wasm
+
+guests-languages: toolchains build $(LANGUAGE_WASM)
+
+$(WASM_DIR)/%_py.wasm: examples/$$(subst _,-,$$*)/python/app.py $(PY_SDK) | $(EDDY)
+	$(EDDY) build examples/$(subst _,-,$*)/python -o $@
+
+$(WASM_DIR)/%_ts.wasm: examples/$$(subst _,-,$$*)/ts/app.ts $(JS_SDK) | $(EDDY)
+	$(EDDY) build examples/$(subst _,-,$*)/ts -o $@
+
+# Processors that raise, for the error-reporting tests.
+$(WASM_DIR)/failing_py.wasm: tests/guests/failing-python/app.py $(PY_SDK) | $(EDDY)
+	$(EDDY) build tests/guests/failing-python -o $@
+
+$(WASM_DIR)/failing_ts.wasm: tests/guests/failing-ts/app.ts $(JS_SDK) | $(EDDY)
+	$(EDDY) build tests/guests/failing-ts -o $@
+
+# The SDKs' own tests and the examples' unit tests: pytest and node --test.
+sdk-tests: toolchains
+	scripts/test-sdks.sh
+
 demo: guests build
 	$(CARGO_TARGET_DIR)/debug/eddy run examples/running-count/pipeline.toml
 
 demo-kafka: guests build broker
 	scripts/demo-kafka.sh
 
-test: guests build broker
+test: guests build broker guests-languages sdk-tests
 	EDDY_KAFKA_BROKER="$$(scripts/install-kafka-broker.sh)" cargo test --workspace
 
 bench: guests
@@ -57,6 +90,9 @@ bench-kafka: guests broker
 
 bench-window: guests
 	scripts/bench-window.sh
+
+bench-languages: guests guests-languages
+	scripts/bench-languages.sh
 
 clean:
 	rm -rf build

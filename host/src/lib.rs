@@ -6,7 +6,7 @@
 //! driving batches. Rooms from the ground up (a room imports only rooms below it):
 //!
 //! `util`, `log`, `contract` → `pipeline` → `kafka` → `decode`, `checkpoint` → `sink` →
-//! `state` → `inspect`, `wasm`, `source` → `operator` → `engine` → `monitor` → `cli`.
+//! `state` → `inspect`, `wasm`, `source` → `operator` → `engine` → `monitor`, `project` → `cli`.
 
 #![warn(missing_docs)]
 
@@ -21,6 +21,7 @@ pub mod log;
 pub mod monitor;
 pub mod operator;
 pub mod pipeline;
+pub mod project;
 pub mod sink;
 pub mod source;
 pub mod state;

@@ -3,8 +3,10 @@
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+mod build;
 mod compile;
 mod kafka;
+mod new;
 mod progress;
 mod run;
 mod state;
@@ -21,10 +23,14 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Builds a processor project (Rust, Python, JavaScript, TypeScript) into a checked component.
+    Build(build::BuildArgs),
     /// Compiles processor modules into the module cache ahead of their first run.
     Compile(compile::CompileArgs),
     /// Kafka tools: create a topic, load JSON lines into it, read it back.
     Kafka(kafka::KafkaArgs),
+    /// Creates a processor project: `eddy new processor NAME --lang rust|python|js|ts`.
+    New(new::NewArgs),
     /// Prints a query's progress records from its checkpoint (JSON lines; --follow for new ones).
     Progress(progress::ProgressArgs),
     /// Reads a query's state (variables, timers, metadata) from its checkpoint, read-only.
@@ -39,8 +45,10 @@ impl Cli {
     /// Runs the command.
     pub fn execute(self) -> Result<()> {
         match self.command {
+            Command::Build(args) => build::run(&args),
             Command::Compile(args) => compile::run(&args),
             Command::Kafka(args) => kafka::run(&args),
+            Command::New(args) => new::run(&args),
             Command::Progress(args) => progress::run(&args),
             Command::State(args) => state::run(&args),
             Command::Run(args) => run::run(&args),

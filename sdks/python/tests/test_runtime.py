@@ -1,0 +1,129 @@
+"""The component glue, driven through componentize-py's generated binding types with an
+in-memory state backend (the real imports only exist inside a component)."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import eddy_guest
+from eddy_guest import EddyError, StatefulProcessor, export, runtime
+from eddy_guest.store import MemoryBackend
+
+SDK = Path(eddy_guest.__file__).resolve().parent
+REPO_WIT = SDK.parents[2] / "wit" / "processor.wit"
+
+
+def test_the_packaged_wit_is_the_repositorys():
+    if not REPO_WIT.exists():
+        pytest.skip("not running from the eddy repository")
+    assert (SDK / "wit" / "processor.wit").read_bytes() == REPO_WIT.read_bytes(), (
+        "copy wit/processor.wit to sdks/python/eddy_guest/wit/"
+    )
+    assert 'wit_directory = "wit"' in (SDK / "componentize-py.toml").read_text()
+
+
+@pytest.fixture(scope="module")
+def wit(tmp_path_factory):
+    tool = shutil.which("componentize-py") or str(Path(sys.executable).with_name("componentize-py"))
+    if not Path(tool).exists():
+        pytest.skip("componentize-py is not installed")
+    out = tmp_path_factory.mktemp("bindings")
+    subprocess.run([tool, "-d", str(SDK / "wit"), "-w", "processor", "bindings", str(out)], check=True,
+                   capture_output=True)
+    sys.path.insert(0, str(out))
+    try:
+        from wit_world.imports import types
+
+        yield types
+    finally:
+        sys.path.remove(str(out))
+
+
+@pytest.fixture
+def memory(monkeypatch):
+    backend = MemoryBackend()
+    monkeypatch.setattr(runtime, "backend_factory", lambda: backend)
+    return backend
+
+
+class Sum(StatefulProcessor):
+    def init(self, ctx):
+        ctx.set_output_schema("user STRING NOT NULL, total DOUBLE, note STRING")
+        ctx.set_time_mode("processing-time")
+        self.total = ctx.value_state("total", float, ttl=60_000_000)
+        self.config = ctx.config
+
+    def handle_input_rows(self, key, rows, timer_values, output):
+        if key.str(0) == "crash":
+            raise KeyError("no such thing")
+        total = self.total.get(0.0) + sum(v for v in rows.floats("v") if v is not None)
+        self.total.update(total)
+        output.row(user=key.str(0), total=total, note=None if total < 10 else "big ü")
+
+
+def context(wit, config="{}"):
+    field = wit.Field
+    return wit.InitContext(
+        input_schema=[field("user", wit.DataType.UTF8, True), field("v", wit.DataType.FLOAT64, True)],
+        key_schema=[field("user", wit.DataType.UTF8, True)],
+        output_mode=wit.OutputMode.UPDATE, initial_state_schema=None, event_time_column=None, config=config,
+    )
+
+
+def test_init_declares_the_spec(wit, memory):
+    spec = export(Sum)().init(context(wit))
+    assert spec.state == [wit.StateDeclaration("total", wit.StateKind.VALUE, 60_000_000)]
+    assert [(f.name, f.data_type, f.nullable) for f in spec.output_schema] == [
+        ("user", wit.DataType.UTF8, False), ("total", wit.DataType.FLOAT64, True), ("note", wit.DataType.UTF8, True),
+    ]
+    assert spec.time_mode == wit.TimeMode.PROCESSING_TIME and spec.accepts_late_rows is False
+
+
+def test_rows_cross_the_boundary_in_columnar_form(wit, memory):
+    handler = export(Sum)()
+    handler.init(context(wit))
+    users = wit.ColumnValues_Utf8(wit.VarLen(b"aaa", [0, 1, 2, 3]))
+    values = wit.ColumnValues_Float64([4.0, 0.0, 7.5])
+    batch = wit.RowBatch(3, [wit.Column(users, None), wit.Column(values, bytes([0b101]))])
+    out = handler.handle_input_rows([wit.Scalar_Utf8("a")], batch, wit.TimerValues(0, None))
+    assert out.num_rows == 1
+    assert out.columns[0] == wit.Column(wit.ColumnValues_Utf8(wit.VarLen(b"a", [0, 1])), None)
+    assert out.columns[1] == wit.Column(wit.ColumnValues_Float64([11.5]), None)
+    assert out.columns[2] == wit.Column(wit.ColumnValues_Utf8(wit.VarLen("big ü".encode(), [0, 6])), None)
+    empty = wit.RowBatch(0, [wit.Column(wit.ColumnValues_Utf8(wit.VarLen(b"", [0])), None),
+                             wit.Column(wit.ColumnValues_Float64([]), None)])
+    memory.key = b"b"  # the host scopes state to the key; the test backend needs telling
+    out = handler.handle_input_rows([wit.Scalar_Utf8("b")], empty, wit.TimerValues(0, None))
+    assert out.columns[2] == wit.Column(wit.ColumnValues_Utf8(wit.VarLen(b"", [0, 0])), bytes([0])), "one null row"
+
+
+def test_exceptions_become_the_handlers_error_with_type_and_traceback(wit, memory):
+    from componentize_py_types import Err
+
+    handler = export(Sum)()
+    handler.init(context(wit))
+    batch = wit.RowBatch(0, [wit.Column(wit.ColumnValues_Utf8(wit.VarLen(b"", [0])), None),
+                             wit.Column(wit.ColumnValues_Float64([]), None)])
+    with pytest.raises(Err) as failure:
+        handler.handle_input_rows([wit.Scalar_Utf8("crash")], batch, wit.TimerValues(0, None))
+    message = failure.value.value
+    assert message.startswith("KeyError: 'no such thing'\nTraceback (most recent call last):")
+    assert 'raise KeyError("no such thing")' in message and len(message) < 3300
+    assert "eddy_guest/runtime.py" not in message and "eddy_guest/processor.py" not in message, "the SDK's own frames are left out"
+
+    with pytest.raises(Err) as failure:
+        export(Sum)().init(context(wit, config="{not json"))
+    assert "invalid processor config {not json" in failure.value.value
+
+    with pytest.raises(Err) as failure:
+        handler.handle_input_rows([wit.Scalar_Utf8("a")], wit.RowBatch(1, []), wit.TimerValues(0, None))
+    assert "batch has 0 columns but its schema (user STRING, v DOUBLE) has 2" in failure.value.value
+
+
+def test_export_checks_its_argument():
+    with pytest.raises(EddyError, match="export\\(\\) takes a subclass of eddy_guest.StatefulProcessor"):
+        export(object)
+    assert export(Sum).processor_class is Sum and export(Sum).__name__ == "Handler"

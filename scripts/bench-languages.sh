@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Processors in Rust, Python and TypeScript side by side (release host): the first load
+# Processors in Rust, Python and TypeScript (StarlingMonkey and QuickJS) side by side (release host): the first load
 # of each running-count module (compiled into an empty module cache, `eddy compile`),
 # then rows per second through running-count at 1, 100 and 10 000 rows per key
 # (ROWS rows in one batch, default 100 000; warm cache). The time is the batch's
@@ -15,21 +15,25 @@ trap 'rm -rf "$work"' EXIT
 eddy=${EDDY_BIN:-$target/release/eddy}
 [ -n "${EDDY_BIN:-}" ] || cargo build --release -p eddy --quiet
 
-declare -A modules=([rust]=running_count [python]=running_count_py [ts]=running_count_ts)
+# TypeScript twice: on StarlingMonkey (`eddy build`'s default) and on QuickJS (--quickjs).
+"$eddy" build examples/running-count/ts --quickjs -o "$work/running_count_qjs.wasm" > /dev/null 2>&1
+declare -A modules=([rust]=$PWD/build/wasm/running_count.wasm [python]=$PWD/build/wasm/running_count_py.wasm
+  [ts]=$PWD/build/wasm/running_count_ts.wasm [ts-quickjs]=$work/running_count_qjs.wasm)
+languages=(rust python ts ts-quickjs)
 echo "first load (compile into an empty cache, release host):"
-for lang in rust python ts; do
-  module="$PWD/build/wasm/${modules[$lang]}.wasm"
+for lang in "${languages[@]}"; do
+  module=${modules[$lang]}
   cache=$(mktemp -d -p "$work")
   start=$(date +%s.%N)
   EDDY_CACHE_DIR=$cache "$eddy" compile "$module" > /dev/null 2>&1
   end=$(date +%s.%N)
   size=$(stat -c %s "$module")
-  printf "  %-7s %6.1f s  (%.1f MB module)\n" "$lang" "$(echo "$end - $start" | bc)" "$(echo "$size / 1000000" | bc -l)"
+  python3 -c "print(f'  {\"$lang\":<10} {$end - $start:6.1f} s  ({$size / 1e6:.1f} MB module)')"
   "$eddy" compile "$module" > /dev/null 2>&1   # warm the shared cache for the runs below
 done
 
 echo "rows/s through running-count ($ROWS rows in one batch):"
-printf "  %-14s %12s %12s %12s\n" "rows per key" rust python ts
+printf "  %-14s %12s %12s %12s %12s\n" "rows per key" "${languages[@]}"
 for per_key in 1 100 10000; do
   dir="$work/rows-$per_key"
   mkdir -p "$dir/input"
@@ -43,12 +47,12 @@ with open(path, "w") as out:
     out.writelines(f'{{"user":"user-{k:06d}","amount":{k % 97}}}\n' for k in order)
 PY
   line=$(printf "  %-14s" "$per_key")
-  for lang in rust python ts; do
+  for lang in "${languages[@]}"; do
     run="$dir/$lang"
     mkdir -p "$run"
     ln -s "$dir/input" "$run/input"
     running_count_pipeline "$run/pipeline.toml" "bench-$lang" "" 'max-bytes-per-trigger = "4 GiB"'
-    sed -i "s|build/wasm/running_count.wasm|build/wasm/${modules[$lang]}.wasm|" "$run/pipeline.toml"
+    sed -i "s|$PWD/build/wasm/running_count.wasm|${modules[$lang]}|" "$run/pipeline.toml"
     "$eddy" run "$run/pipeline.toml" --checkpoint "$run/checkpoint" > /dev/null 2> "$run/stderr" || { cat "$run/stderr"; exit 1; }
     ms=$(python3 -c "import json,glob; print(sum(json.load(open(f))['durationMs']['triggerExecution'] for f in glob.glob('$run/checkpoint/progress/*.json')))")
     line+=$(printf " %12s" "$(python3 -c "print(f'{$ROWS / max($ms, 1) * 1000:,.0f}')")")

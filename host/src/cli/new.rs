@@ -34,10 +34,13 @@ enum NewWhat {
 pub fn run(args: &NewArgs) -> Result<()> {
     let NewWhat::Processor { name, lang, dir } = &args.what;
     let project = create(dir, name, *lang, &Toolchains::from_env())?;
+    let tools = Toolchains::from_env();
+    let python = tools.tools_dir.join("componentize-py-0.25.1/bin/python");
     let test = match lang {
-        Language::Rust => "cargo test",
-        Language::Python => "python -m pytest",
-        Language::Js | Language::Ts => "npm test",
+        Language::Rust => "cargo test".to_string(),
+        Language::Python if python.is_file() => format!("{} -m pytest", python.display()),
+        Language::Python => "python -m pytest".to_string(),
+        Language::Js | Language::Ts => "npm test".to_string(),
     };
     println!("created the {lang} processor project {}", project.display());
     println!("next:\n  cd {}\n  {test}\n  eddy build\n  eddy run pipeline.toml", project.display());

@@ -81,7 +81,8 @@ fn continue_in_another_language(name: &str, first: &str, second: &str) -> String
         for file in files {
             std::fs::copy(file, dir.path().join("input").join(file.file_name().expect("name"))).expect("copy");
         }
-        printed += &stdout(&eddy(&["run", spec.to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")]));
+        printed +=
+            &stdout(&eddy(&["run", spec.to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")]));
     }
     printed
 }
@@ -123,17 +124,11 @@ fn an_exception_in_a_handler_reaches_the_user_with_its_message_key_and_stack() {
         let output = eddy(&["run", spec.to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")]);
         assert!(!output.status.success(), "{module} must fail the batch");
         let error = String::from_utf8_lossy(&output.stderr);
-        for part in [
-            &format!("module '{module}.wasm'"),
-            "handle-input-rows",
-            "[\"mallory\"]",
-            message,
-            frame,
-        ] {
+        for part in [&format!("module '{module}.wasm'"), "handle-input-rows", "[\"mallory\"]", message, frame] {
             assert!(error.contains(part), "{module}: the error lacks {part:?}:\n{error}");
         }
-        let store =
-            eddy::state::StateStore::open(&eddy::checkpoint::CheckpointDir::new(&checkpoint).store_dir()).expect("store");
+        let store = eddy::state::StateStore::open(&eddy::checkpoint::CheckpointDir::new(&checkpoint).store_dir())
+            .expect("store");
         assert_eq!(store.committed_batch().expect("readable"), None, "{module}: nothing is committed");
     }
 }

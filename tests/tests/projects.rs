@@ -28,8 +28,7 @@ fn unit_tests(project: &Path, language: Language) -> Output {
             command
         }
         Language::Python => {
-            let tools = Toolchains::from_env();
-            let mut command = Command::new(tools.tools_dir.join("componentize-py-0.25.1/bin/python"));
+            let mut command = Command::new(Toolchains::from_env().python_venv().join("bin/python"));
             command.args(["-m", "pytest", "-q", "-p", "no:cacheprovider"]);
             command
         }
@@ -95,7 +94,8 @@ fn a_new_project_tests_builds_and_runs_in_every_language() {
         let built = Command::new(eddy_bin()).arg("build").current_dir(&project).output().expect("eddy build");
         let report = check(built, &format!("eddy build ({language})"));
         assert!(report.contains("its imports and exports match eddy's contract"), "{report}");
-        let printed = Command::new(eddy_bin()).args(["run", "pipeline.toml"]).current_dir(&project).output().expect("run");
+        let printed =
+            Command::new(eddy_bin()).args(["run", "pipeline.toml"]).current_dir(&project).output().expect("run");
         let printed = check(printed, &format!("eddy run ({language})"));
         assert_eq!(printed_batches(&printed), expected_batches(&project), "{language}:\n{printed}");
     }

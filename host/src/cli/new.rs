@@ -35,7 +35,7 @@ pub fn run(args: &NewArgs) -> Result<()> {
     let NewWhat::Processor { name, lang, dir } = &args.what;
     let project = create(dir, name, *lang, &Toolchains::from_env())?;
     let tools = Toolchains::from_env();
-    let python = tools.tools_dir.join("componentize-py-0.25.1/bin/python");
+    let python = tools.python_venv().join("bin").join("python");
     let test = match lang {
         Language::Rust => "cargo test".to_string(),
         Language::Python if python.is_file() => format!("{} -m pytest", python.display()),

@@ -46,6 +46,9 @@ pub fn build(
     if let Some(parent) = output.parent() {
         std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
     }
+    if quickjs && !matches!(language, Language::Js | Language::Ts) {
+        bail!("--quickjs picks the engine of a JavaScript or TypeScript processor; this project is {language}");
+    }
     let started = Instant::now();
     match language {
         Language::Rust => build_rust(&dir, &output)?,
@@ -53,7 +56,8 @@ pub fn build(
         Language::Js | Language::Ts => build_js(&dir, &output, language, quickjs, tools)?,
     }
     let seconds = started.elapsed().as_secs_f64();
-    let bytes = std::fs::read(&output).with_context(|| format!("the build wrote no component at {}", output.display()))?;
+    let bytes =
+        std::fs::read(&output).with_context(|| format!("the build wrote no component at {}", output.display()))?;
     check_component(&output, &bytes)?;
     Ok(BuildReport { language, output, seconds, bytes: bytes.len() as u64 })
 }
@@ -68,8 +72,8 @@ fn module_name(dir: &Path) -> String {
 fn check_component(path: &Path, bytes: &[u8]) -> Result<()> {
     let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
     check_imports(&name, bytes)?;
-    let interfaces = component_interfaces(bytes)
-        .with_context(|| format!("{} is not a WebAssembly component", path.display()))?;
+    let interfaces =
+        component_interfaces(bytes).with_context(|| format!("{} is not a WebAssembly component", path.display()))?;
     let handler = format!("{CONTRACT_PACKAGE}/handler@{CONTRACT_VERSION}");
     if !interfaces.exports.contains(&handler) {
         bail!(
@@ -114,7 +118,12 @@ fn build_rust(dir: &Path, output: &Path) -> Result<()> {
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
         .filter(|message| message["reason"] == "compiler-artifact")
         .filter_map(|message| {
-            message["filenames"].as_array()?.iter().filter_map(|f| f.as_str()).find(|f| f.ends_with(".wasm")).map(PathBuf::from)
+            message["filenames"]
+                .as_array()?
+                .iter()
+                .filter_map(|f| f.as_str())
+                .find(|f| f.ends_with(".wasm"))
+                .map(PathBuf::from)
         })
         .next_back();
     let Some(artifact) = artifact else {
@@ -139,7 +148,17 @@ fn build_python(dir: &Path, output: &Path, tools: &Toolchains) -> Result<()> {
         command.arg("-p").arg(&sdk);
     }
     command.args(["-p", ".", "app", "-o"]).arg(output);
-    run(command, "componentize-py")
+    if sdk.is_dir() {
+        run(command, "componentize-py")
+    } else {
+        run(
+            command,
+            &format!(
+                "componentize-py (eddy's Python SDK is not at {}: install it with pip, or set EDDY_HOME to eddy's sources)",
+                sdk.display()
+            ),
+        )
+    }
 }
 
 fn build_js(dir: &Path, output: &Path, language: Language, quickjs: bool, tools: &Toolchains) -> Result<()> {
@@ -157,5 +176,12 @@ fn build_js(dir: &Path, output: &Path, language: Language, quickjs: bool, tools:
         command.args(["--engine", "quickjs"]);
     }
     command.env("EDDY_JS_TOOLCHAIN", tools.js_toolchain());
-    run(command, "the JavaScript build (esbuild + componentize-js)")
+    run(
+        command,
+        if quickjs {
+            "the JavaScript build (esbuild + jco's QuickJS)"
+        } else {
+            "the JavaScript build (esbuild + componentize-js)"
+        },
+    )
 }

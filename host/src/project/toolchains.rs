@@ -50,11 +50,15 @@ impl Toolchains {
         self.home.join("sdks").join("js")
     }
 
+    /// The Python toolchain's venv: `$EDDY_PY_TOOLCHAIN`, else the pinned install.
+    pub fn python_venv(&self) -> PathBuf {
+        std::env::var_os("EDDY_PY_TOOLCHAIN")
+            .map_or_else(|| self.tools_dir.join(format!("componentize-py-{COMPONENTIZE_PY}")), PathBuf::from)
+    }
+
     /// `componentize-py`: `$EDDY_PY_TOOLCHAIN/bin`, the pinned install, or the `PATH`.
     pub fn componentize_py(&self) -> Result<PathBuf> {
-        let venv = std::env::var_os("EDDY_PY_TOOLCHAIN")
-            .map_or_else(|| self.tools_dir.join(format!("componentize-py-{COMPONENTIZE_PY}")), PathBuf::from);
-        let pinned = venv.join("bin").join("componentize-py");
+        let pinned = self.python_venv().join("bin").join("componentize-py");
         if pinned.is_file() {
             return Ok(pinned);
         }

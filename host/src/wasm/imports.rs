@@ -100,7 +100,10 @@ mod tests {
     #[test]
     fn the_imports_of_a_component_are_listed() {
         let bytes = component_importing(&["wasi:io/error@0.2.0", "eddy:processor/state@0.1.0"]);
-        assert_eq!(component_interfaces(&bytes).unwrap().imports, ["wasi:io/error@0.2.0", "eddy:processor/state@0.1.0"]);
+        assert_eq!(
+            component_interfaces(&bytes).unwrap().imports,
+            ["wasi:io/error@0.2.0", "eddy:processor/state@0.1.0"]
+        );
         check_imports("ok.wasm", &bytes).unwrap();
     }
 
@@ -108,7 +111,10 @@ mod tests {
     fn an_import_eddy_does_not_provide_is_refused_by_name_with_the_fix() {
         let bytes = component_importing(&["wasi:io/error@0.2.0", "wasi:http/types@0.2.3"]);
         let error = check_imports("app.wasm", &bytes).unwrap_err().to_string();
-        assert!(error.contains("module 'app.wasm' imports wasi:http/types@0.2.3, which eddy does not provide"), "{error}");
+        assert!(
+            error.contains("module 'app.wasm' imports wasi:http/types@0.2.3, which eddy does not provide"),
+            "{error}"
+        );
         assert!(error.contains("-d http fetch-event"), "{error}");
     }
 }

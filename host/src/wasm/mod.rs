@@ -21,8 +21,8 @@ mod runtime;
 mod sandbox;
 mod waits;
 
-pub use imports::{Interfaces, check_imports, component_interfaces};
 pub use guest_error::{GuestError, GuestProblem};
+pub use imports::{Interfaces, check_imports, component_interfaces};
 pub use instance::ProcessorInstance;
 pub use runtime::{Module, WasmRuntime};
 pub use sandbox::RandomScope;

@@ -92,15 +92,21 @@ export function errorMessage(error) {
   if (error instanceof Error) {
     const head = error.name && !['Error', 'EddyError'].includes(error.name) ? `${error.name}: ${error.message}` : error.message;
     let stack = typeof error.stack === 'string' ? error.stack : '';
-    // V8 starts the stack with "Name: message"; SpiderMonkey does not.
-    const firstFrame = stack.indexOf('\n    at ');
-    if (stack.startsWith(`${error.name}: `) || stack.startsWith(error.message)) stack = firstFrame >= 0 ? stack.slice(firstFrame + 1) : '';
+    // V8 starts the stack with the header "Name: message"; SpiderMonkey has frames only.
+    const header = `${error.name}: ${error.message}`;
+    if (stack === header) stack = '';
+    else if (stack.startsWith(`${header}\n`)) stack = stack.slice(header.length + 1);
     stack = stack.trim();
     text = stack ? `${head}\nstack:\n${stack}` : head;
   } else {
     text = `a non-Error value was thrown: ${typeof error === 'string' ? error : safeString(error)}`;
   }
-  if (text.length > MAX_ERROR_BYTES) text = `${text.slice(0, MAX_ERROR_BYTES - 20)}\n… (truncated)`;
+  if (text.length > MAX_ERROR_BYTES) {
+    let cut = MAX_ERROR_BYTES - 20;
+    const unit = text.charCodeAt(cut - 1);
+    if (unit >= 0xd800 && unit <= 0xdbff) cut -= 1; // do not split a surrogate pair
+    text = `${text.slice(0, cut)}\n… (truncated)`;
+  }
   return text;
 }
 

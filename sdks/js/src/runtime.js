@@ -3,7 +3,7 @@
 // wrapper's entry module installs the imports with `installHost` before any call.
 
 import { InitContext } from './context.js';
-import { setLogSink } from './log.js';
+import { log, setLogSink } from './log.js';
 import { Driver, errorMessage } from './processor.js';
 import { keyFromWit, rowsFromWit } from './rows.js';
 import { EddyError, Field, Schema } from './schema.js';
@@ -244,7 +244,17 @@ export function exportProcessor(Processor) {
     close() {
       const d = driver;
       driver = undefined;
-      if (d) d.close();
+      if (!d) return;
+      // `close` has no error result: a throw here would trap the instance.
+      try {
+        d.close();
+      } catch (error) {
+        try {
+          log('error', `close failed: ${errorMessage(error)}`);
+        } catch {
+          // Nothing more can be reported.
+        }
+      }
     },
   };
 }

@@ -29,7 +29,7 @@ def ttl_micros(ttl: Ttl, name: str) -> Optional[int]:
         raise EddyError(f"state variable `{name}`: a TTL is a datetime.timedelta or microseconds, not {ttl!r}")
     if micros <= 0:
         raise EddyError(f"state variable `{name}` has a TTL of {ttl!r}; give a positive duration, or None for no expiry")
-    return micros
+    return min(micros, (1 << 64) - 1)  # like the Rust SDK: a longer TTL is as good as none
 
 
 def encode(name: str, value: Any, tp: Any) -> bytes:

@@ -49,6 +49,8 @@ class Timers:
     def _check(expiry: int) -> int:
         if isinstance(expiry, bool) or not isinstance(expiry, int):
             raise EddyError(f"a timer's expiry time is an int of µs since the epoch, not {expiry!r}")
+        if not -(1 << 63) <= expiry < (1 << 63):
+            raise EddyError(f"a timer's expiry time must fit a signed 64-bit int of µs, not {expiry}")
         return expiry
 
     def register(self, expiry_time: int) -> None:

@@ -7,15 +7,17 @@
 #   a 10-second tumbling window per user, min/max/avg/count, watermark 1 minute,
 #     append (examples/freezer-stats configured for it: MapState of open windows and
 #     an event-time timer per window);
-#   the same window job with all 20 files in one batch.
+#   the same window job with all 20 files in one batch;
+#   builtin / builtin-one: the window job on the built-in window stage ([stage.window],
+#     no WebAssembly), 10 batches and one batch.
 # Prints events per second and peak RSS per job. EDDY_BIN=path runs another build;
-# JOBS="count window window-one" picks jobs.
+# JOBS="count window window-one builtin builtin-one" picks jobs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/bench-pipeline.sh
 EVENTS=${EVENTS:-2000000}
 KEYS=${KEYS:-100000}
-JOBS=${JOBS:-count window window-one}
+JOBS=${JOBS:-count window window-one builtin builtin-one}
 target=${CARGO_TARGET_DIR:-target}
 eddy=${EDDY_BIN:-$target/release/eddy}
 [ -n "${EDDY_BIN:-}" ] || cargo build --release -p eddy --quiet
@@ -65,6 +67,32 @@ available-now = true
 TOML
 }
 
+builtin_window_pipeline() {
+  local file=$1 max_files=$2
+  cat > "$file" <<TOML
+name = "bench-builtin-window"
+[[source]]
+format = "json"
+path = "input"
+$([ -n "$max_files" ] && echo "max-files-per-trigger = $max_files")
+max-bytes-per-trigger = "4 GiB"
+schema = "user STRING, amount BIGINT, ts TIMESTAMP"
+watermark = { column = "ts", delay = "1 minute" }
+[[stage]]
+name = "window"
+[stage.window]
+time-column = "ts"
+size = "10 seconds"
+group-by = ["user"]
+aggregates = ["min(amount) as min", "max(amount) as max", "avg(amount) as avg", "count"]
+[sink]
+format = "parquet"
+path = "out"
+[trigger]
+available-now = true
+TOML
+}
+
 run_job() {
   local name=$1
   rm -rf "$work/checkpoint" "$work/out"
@@ -87,6 +115,8 @@ for job in $JOBS; do
     # per-batch limits (64 MiB of state changes, 500 k timers per shard), so raised.
     window-one) window_pipeline "$work/pipeline.toml" "" $'max-state-bytes-per-batch = "2 GiB"\nmax-timers-per-batch = 4000000'
       run_job window-one ;;
+    builtin) builtin_window_pipeline "$work/pipeline.toml" 2; run_job builtin ;;
+    builtin-one) builtin_window_pipeline "$work/pipeline.toml" ""; run_job builtin-one ;;
     *) echo "unknown job $job"; exit 2 ;;
   esac
 done

@@ -2,6 +2,7 @@
 //! binary are, and a driver for the `scripted` test processor.
 
 pub mod kafka;
+pub mod torture;
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -198,6 +199,7 @@ impl Scripted {
             batch_id: self.next_batch,
             processing_time: now_ms * 1000,
             watermark: watermark_ms.map(|w| w * 1000),
+            late_rows_watermark: None,
         };
         let output = self.operator.run_batch(self.store.begin(), &input, time)?;
         self.last_evicted = output.entries_evicted;

@@ -39,9 +39,10 @@ pub enum StateCommand {
 pub struct ReadArgs {
     /// The query's checkpoint directory.
     pub checkpoint: PathBuf,
-    /// The operator whose state to read.
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub operator: u16,
+    /// The stage whose state to read: its name in the pipeline, or its operator id
+    /// (its position in the chain).
+    #[arg(long, value_name = "NAME|N", default_value = "0")]
+    pub operator: String,
     /// Only this state variable.
     #[arg(long = "var", value_name = "NAME", conflicts_with = "timers")]
     pub var: Option<String>,
@@ -61,6 +62,30 @@ pub struct ReadArgs {
     pub timers: bool,
 }
 
+/// The operator id of `stage`: a number, or a stage name from the checkpoint's state
+/// schema record.
+fn resolve_operator(checkpoint: &std::path::Path, stage: &str) -> Result<u16> {
+    if let Ok(id) = stage.parse::<u16>() {
+        return Ok(id);
+    }
+    let path = crate::checkpoint::CheckpointDir::new(checkpoint).schema_file();
+    let file: serde_json::Value =
+        std::fs::read(&path).ok().and_then(|raw| serde_json::from_slice(&raw).ok()).unwrap_or(serde_json::Value::Null);
+    let operators = file.get("operators").and_then(|o| o.as_object()).cloned().unwrap_or_default();
+    let mut names = Vec::new();
+    for (id, schema) in &operators {
+        let name = schema.get("stage").and_then(|n| n.as_str()).unwrap_or_default();
+        if name == stage {
+            return id.parse().map_err(|_| anyhow::anyhow!("{} names operator '{id}', not a number", path.display()));
+        }
+        names.push(format!("{name} ({id})"));
+    }
+    anyhow::bail!(
+        "the checkpoint has no stage named '{stage}'; its stateful stages are: {}",
+        if names.is_empty() { "none recorded yet".to_string() } else { names.join(", ") }
+    )
+}
+
 /// Runs `eddy state`, printing to stdout. A closed stdout (e.g. `| head`) ends it quietly.
 pub fn run(args: &StateArgs) -> Result<()> {
     super::print_to_stdout(|out| print_state(args, out))
@@ -78,20 +103,21 @@ pub fn print_state(args: &StateArgs, out: &mut impl Write) -> Result<()> {
         StateCommand::Read(read) => {
             let key = read.key.as_deref().map(parse_key).transpose()?;
             let reader = StateReader::open_checkpoint(&read.checkpoint)?;
+            let operator = resolve_operator(&read.checkpoint, &read.operator)?;
             if let Some(range) = &read.changes {
                 let (from, to) = parse_range(range)?;
-                for change in reader.changes(read.operator, from, to)? {
+                for change in reader.changes(operator, from, to)? {
                     let matches_var = read.var.as_ref().is_none_or(|var| *var == change.entry.var);
                     if matches_var && key.as_ref().is_none_or(|key| *key == change.entry.key) {
                         writeln!(out, "{}", serde_json::to_string(&change)?)?;
                     }
                 }
             } else if read.timers {
-                for timer in reader.timers(read.operator, key.as_deref())? {
+                for timer in reader.timers(operator, key.as_deref())? {
                     writeln!(out, "{}", serde_json::to_string(&timer)?)?;
                 }
             } else {
-                let filter = EntryFilter { operator: read.operator, variable: read.var.clone(), key };
+                let filter = EntryFilter { operator, variable: read.var.clone(), key };
                 let print = |entry: StateEntry| -> Result<()> {
                     writeln!(out, "{}", serde_json::to_string(&entry)?)?;
                     Ok(())

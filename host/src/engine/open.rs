@@ -9,15 +9,12 @@ use arrow::datatypes::SchemaRef;
 
 use crate::checkpoint::{CheckpointDir, Metadata};
 use crate::decode::decode_json_lines;
-use crate::operator::{OperatorOptions, ShardedOperator, Stage};
-use crate::pipeline::Pipeline;
+use crate::operator::{DedupStage, OperatorOptions, ShardedOperator, SqlStage, Stage, WindowStage};
+use crate::pipeline::{OperatorSpec, Pipeline, StageKind, StageSpec};
 use crate::sink::{Sink, SinkOwner};
 use crate::source::{Source, list_input_files};
 use crate::state::{OperatorStateSchema, StateStore};
 use crate::wasm::WasmRuntime;
-
-/// The processor stage's operator id (part of every state key); one stage today.
-const PROCESSOR_OPERATOR_ID: u16 = 0;
 
 /// The opened parts of a query.
 pub(super) struct Parts {
@@ -41,7 +38,7 @@ pub(super) fn open_parts(
     let existing = Metadata::read(&checkpoint.metadata_file())?;
     let store = StateStore::open(&checkpoint.store_dir())?;
     let mut schemas_to_record = Vec::new();
-    let mut processor = open_processor(pipeline, &store, checkpoint, module_cache, &mut schemas_to_record)?;
+    let mut stages = open_stages(pipeline, &store, checkpoint, module_cache, &mut schemas_to_record)?;
     let sources = pipeline
         .sources
         .iter()
@@ -49,37 +46,101 @@ pub(super) fn open_parts(
         .map(|(index, source)| crate::source::open(source, index, checkpoint))
         .collect::<Result<Vec<_>>>()?;
     let new_query = store.committed_batch()?.is_none();
-    let metadata = Metadata::record(
-        &checkpoint.metadata_file(),
-        existing,
-        pipeline_fingerprint(pipeline),
-        pipeline.operator.key_groups,
-    )?;
-    processor.set_query_id(&metadata.id);
+    let metadata =
+        Metadata::record(&checkpoint.metadata_file(), existing, pipeline_fingerprint(pipeline), pipeline.key_groups)?;
+    for stage in &mut stages {
+        stage.set_query_id(&metadata.id);
+    }
     let owner = SinkOwner { query_id: metadata.id.clone(), checkpoint: checkpoint.root().to_path_buf(), new_query };
     let sink = crate::sink::open(&pipeline.sink, &owner)?;
-    Ok(Parts { store, stages: vec![Box::new(processor)], sources, sink, query_id: metadata.id, schemas_to_record })
+    Ok(Parts { store, stages, sources, sink, query_id: metadata.id, schemas_to_record })
 }
 
-/// Loads the processor module, opens its shards and checks its state schema against
-/// the store (adding it to `schemas_to_record` when it is new or changed).
-fn open_processor(
+/// Opens the chain in order, each stage on the schema of the one before, and checks
+/// each stateful stage's state schema against the store.
+fn open_stages(
     pipeline: &Pipeline,
     store: &StateStore,
     checkpoint: &CheckpointDir,
     module_cache: Option<PathBuf>,
     schemas_to_record: &mut Vec<(u16, OperatorStateSchema)>,
-) -> Result<ShardedOperator> {
+) -> Result<Vec<Box<dyn Stage>>> {
+    let mut input = pipeline.sources[0].schema.clone();
+    let mut stages: Vec<Box<dyn Stage>> = Vec::with_capacity(pipeline.stages.len());
+    // A window stage in update or complete mode outputs rows that change later: Spark
+    // refuses any stateful operator after it, and so does eddy.
+    let mut changing_rows_from: Option<&str> = None;
+    for spec in &pipeline.stages {
+        let place = || format!("{}:{}: stage '{}'", pipeline.file.display(), spec.line, spec.name);
+        if let Some(window) = changing_rows_from
+            && !matches!(spec.kind, StageKind::Sql(_))
+        {
+            anyhow::bail!(
+                "{}: it follows window stage '{window}', whose update or complete output mode emits rows that change later; \
+                 a stateful stage after an aggregation needs append mode (as in Spark), so make '{window}' append",
+                place()
+            );
+        }
+        if let StageKind::Window(window) = &spec.kind
+            && window.output_mode != crate::contract::OutputMode::Append
+        {
+            changing_rows_from = Some(&spec.name);
+        }
+        let (stage, state_schema): (Box<dyn Stage>, Option<OperatorStateSchema>) = match &spec.kind {
+            StageKind::Processor(processor) => {
+                let (operator, schema) =
+                    open_processor(pipeline, spec, processor, &input, store, module_cache.clone())?;
+                (Box::new(operator), Some(schema))
+            }
+            StageKind::Sql(query) => {
+                (Box::new(SqlStage::open(&spec.name, query, &input, &pipeline.tables).with_context(place)?), None)
+            }
+            StageKind::Window(window) => {
+                let has_watermark = pipeline.sources.iter().all(|source| source.watermark.is_some());
+                let stage =
+                    WindowStage::open(spec, window, &input, pipeline.key_groups, has_watermark).with_context(place)?;
+                let schema = stage.state_schema();
+                (Box::new(stage), Some(schema))
+            }
+            StageKind::Dedup(dedup) => {
+                let stage = DedupStage::open(spec, dedup, &input, pipeline.key_groups).with_context(place)?;
+                let schema = stage.state_schema();
+                (Box::new(stage), Some(schema))
+            }
+        };
+        if let Some(state_schema) = state_schema {
+            if crate::state::check(store, spec.operator_id, &state_schema, checkpoint)? {
+                schemas_to_record.push((spec.operator_id, state_schema));
+            } else {
+                // The store has it; the readable copy may lack it if a crash came between the two.
+                crate::state::write_schema_file(checkpoint, spec.operator_id, &state_schema)?;
+            }
+        }
+        input = stage.output_schema().clone();
+        stages.push(stage);
+    }
+    Ok(stages)
+}
+
+/// Loads a processor stage's module and opens its shards on rows of `input`; returns
+/// it with its state schema.
+fn open_processor(
+    pipeline: &Pipeline,
+    stage: &StageSpec,
+    spec: &OperatorSpec,
+    input: &SchemaRef,
+    store: &StateStore,
+    module_cache: Option<PathBuf>,
+) -> Result<(ShardedOperator, OperatorStateSchema)> {
     let runtime = WasmRuntime::new(module_cache)?;
-    let module = runtime.load(&pipeline.operator.module)?;
-    let spec = &pipeline.operator;
+    let module = runtime.load(&spec.module)?;
     let first = &pipeline.sources[0];
     let event_time_column =
         first.watermark.as_ref().map(|w| w.column.clone()).filter(|column| {
             pipeline.sources.iter().all(|s| s.watermark.as_ref().is_some_and(|w| &w.column == column))
         });
     let options = OperatorOptions {
-        operator_id: PROCESSOR_OPERATOR_ID,
+        operator_id: stage.operator_id,
         key_columns: spec.key.clone(),
         key_groups: spec.key_groups,
         output_mode: spec.output_mode,
@@ -91,25 +152,21 @@ fn open_processor(
         // Known once the metadata is recorded, after the state was found compatible.
         query_id: String::new(),
     };
-    let mut operator = ShardedOperator::open(&module, &first.schema, options, spec.parallelism)?;
+    let mut operator = ShardedOperator::open(&module, input, options, spec.parallelism)?;
     let state_schema = OperatorStateSchema {
         key_columns: spec.key.clone(),
         key_groups: spec.key_groups,
         variables: operator.state_variables(),
         module_sha256: module.sha256.clone(),
+        stage: stage.name.clone(),
     };
-    if crate::state::check(store, PROCESSOR_OPERATOR_ID, &state_schema, checkpoint)? {
-        schemas_to_record.push((PROCESSOR_OPERATOR_ID, state_schema));
-    } else {
-        // The store has it; the readable copy may lack it if a crash came between the two.
-        crate::state::write_schema_file(checkpoint, PROCESSOR_OPERATOR_ID, &state_schema)?;
-    }
     if let Some(required) = spec.time_mode
         && required != operator.time_mode()
     {
         anyhow::bail!(
-            "{}: operator.time-mode is {required:?} but module '{}' declares {:?}; make them agree",
+            "{}:{}: the time-mode is {required:?} but module '{}' declares {:?}; make them agree",
             pipeline.file.display(),
+            stage.line,
             module.name,
             operator.time_mode()
         );
@@ -119,11 +176,12 @@ fn open_processor(
     {
         operator.start_from(read_json_lines(&initial.path, &initial.schema)?);
     }
-    Ok(operator)
+    Ok((operator, state_schema))
 }
 
-/// A hash of what the pipeline's state depends on: the sources' schemas, the key
-/// columns and the key-group count.
+/// A hash of what the pipeline's state depends on: the sources' schemas, each stateful
+/// stage's key columns and the key-group count (for one processor stage, the same as
+/// before stages existed, so existing checkpoints keep their fingerprint).
 fn pipeline_fingerprint(pipeline: &Pipeline) -> String {
     use sha2::{Digest, Sha256};
     let mut hasher = Sha256::new();
@@ -133,7 +191,16 @@ fn pipeline_fingerprint(pipeline: &Pipeline) -> String {
         }
         hasher.update("|");
     }
-    hasher.update(format!("{:?}/{}", pipeline.operator.key, pipeline.operator.key_groups));
+    for (index, stage) in pipeline.stages.iter().enumerate() {
+        match &stage.kind {
+            StageKind::Processor(processor) => hasher.update(format!("{:?}/{}", processor.key, processor.key_groups)),
+            StageKind::Sql(_) => hasher.update(format!("{index}:sql;")),
+            StageKind::Window(window) => {
+                hasher.update(format!("{index}:window:{:?}/{};", window.group_by, pipeline.key_groups))
+            }
+            StageKind::Dedup(dedup) => hasher.update(format!("{index}:dedup:{:?}/{};", dedup.key, pipeline.key_groups)),
+        }
+    }
     hasher.finalize().iter().map(|byte| format!("{byte:02x}")).collect()
 }
 

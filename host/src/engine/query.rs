@@ -146,7 +146,12 @@ impl Query {
             sources: &self.sources,
             event_time_columns: &self.event_time_columns,
             watermark: &self.watermark,
-            drop_late_rows: !self.stages[0].accepts_late_rows(),
+            // Late rows are a stateful stage's concern (as in Spark): the first one says.
+            drop_late_rows: self
+                .stages
+                .iter()
+                .find(|stage| !stage.is_stateless())
+                .is_some_and(|stage| !stage.accepts_late_rows()),
         };
         let input = read_input(plan, &rules)?;
         let output = self
@@ -184,7 +189,12 @@ impl Query {
         for source in &mut self.sources {
             planned.push(source.next_batch(&self.store, batch_id, now)?);
         }
-        let time = BatchTime { batch_id, processing_time: now, watermark: self.watermark.current() };
+        let mut time = BatchTime {
+            batch_id,
+            processing_time: now,
+            watermark: self.watermark.current(),
+            late_rows_watermark: None,
+        };
         let last_watermark = self.last_batch_watermark()?;
         let watermark_moved = time.watermark.is_some() && time.watermark != last_watermark;
         if !planned.iter().any(Option::is_some) && !watermark_moved && !self.timers_due(time)? {
@@ -197,6 +207,7 @@ impl Query {
         let record = OffsetsRecord { batch_id, batch_timestamp_us: now, watermark_us: time.watermark, end_offsets };
         self.checkpoint.offsets().write(batch_id, &record)?;
         let late_rows_watermark = self.late_rows_watermark(time)?;
+        time.late_rows_watermark = late_rows_watermark;
         Ok(Some(Plan { time, late_rows_watermark, sources: planned, plan_ms: started.elapsed().as_millis() as u64 }))
     }
 
@@ -215,8 +226,14 @@ impl Query {
         for (source, end) in self.sources.iter_mut().zip(&record.end_offsets) {
             planned.push(source.replan_batch(&self.store, batch_id, record.batch_timestamp_us, end)?);
         }
-        let time = BatchTime { batch_id, processing_time: record.batch_timestamp_us, watermark: record.watermark_us };
+        let mut time = BatchTime {
+            batch_id,
+            processing_time: record.batch_timestamp_us,
+            watermark: record.watermark_us,
+            late_rows_watermark: None,
+        };
         let late_rows_watermark = self.late_rows_watermark(time)?;
+        time.late_rows_watermark = late_rows_watermark;
         Ok(Plan { time, late_rows_watermark, sources: planned, plan_ms: started.elapsed().as_millis() as u64 })
     }
 

@@ -95,6 +95,7 @@ fn key_filter_works_with_and_without_key_groups() {
         key_groups: GROUPS,
         variables: vec![],
         module_sha256: "00".into(),
+        stage: String::new(),
     };
     store.write_meta(&schema_key(0), &serde_json::to_vec(&schema).unwrap()).unwrap();
     let reader = StateReader::open(dir.path()).unwrap();
@@ -143,6 +144,7 @@ fn declared_schema_overrides_inference() {
         key_groups: GROUPS,
         variables: vec![decl("session", StateKind::Value, Some(10))],
         module_sha256: "00".into(),
+        stage: String::new(),
     };
     store.write_meta(&schema_key(0), &serde_json::to_vec(&schema).unwrap()).unwrap();
     let reader = StateReader::open(dir.path()).unwrap();
@@ -164,6 +166,7 @@ fn reads_the_schema_the_engine_records() {
         key_groups: GROUPS,
         variables: vec![decl("events", StateKind::List, None)],
         module_sha256: "00".into(),
+        stage: String::new(),
     };
     let checkpoint = tempfile::tempdir().unwrap();
     assert!(check(&store, 0, &engine_schema, &CheckpointDir::new(checkpoint.path())).unwrap(), "new: to record");

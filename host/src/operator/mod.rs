@@ -1,14 +1,21 @@
 //! Operators: the stages a batch's rows pass through between the sources and the
-//! sink. Today: a user's WebAssembly processor, sharded by key group.
+//! sink: a user's WebAssembly processor sharded by key group, SQL on DataFusion,
+//! event-time windows and deduplication.
 
+mod dedup;
 mod grouping;
 mod shards;
+mod sql;
 mod stage;
 mod top_keys;
 mod wasm_operator;
+mod window;
 
+pub use dedup::DedupStage;
 pub use grouping::{Grouped, KeyRows, group_by_key};
 pub use shards::{ShardedOperator, key_group_ranges};
+pub use sql::{INPUT_TABLE, SqlStage};
 pub use stage::{BatchTime, HandlerStats, Stage, StageOutput, StageStats};
 pub use top_keys::{TOP_KEYS, TopKeysCollector};
 pub use wasm_operator::{CallStats, OperatorOptions, OperatorOutput, WasmOperator};
+pub use window::WindowStage;

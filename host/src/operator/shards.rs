@@ -187,6 +187,10 @@ impl Stage for ShardedOperator {
         Ok(output)
     }
 
+    fn set_query_id(&mut self, query_id: &str) {
+        ShardedOperator::set_query_id(self, query_id);
+    }
+
     fn close(&mut self) -> Result<()> {
         self.shards.iter_mut().try_for_each(WasmOperator::close)
     }

@@ -20,8 +20,11 @@ pub struct BatchTime {
     pub batch_id: u64,
     /// The batch's processing time, microseconds since the epoch.
     pub processing_time: i64,
-    /// The watermark in force, if any.
+    /// The watermark in force, if any: it evicts state and fires event-time timers.
     pub watermark: Option<i64>,
+    /// The watermark late rows are judged by: the previous batch's (Spark's
+    /// `eventTimeWatermarkForLateEvents`); a row at or before it is late.
+    pub late_rows_watermark: Option<i64>,
 }
 
 /// What a stage did in one batch, for progress (Spark's `stateOperators` entry).
@@ -89,6 +92,12 @@ pub trait Stage: Send {
     /// them before the stage sees them).
     fn accepts_late_rows(&self) -> bool;
 
+    /// Whether it keeps no state and passes late rows on (the engine then asks the
+    /// next stage whether to drop late rows).
+    fn is_stateless(&self) -> bool {
+        false
+    }
+
     /// Whether one of its timers is due at `time`, so that a batch must run even
     /// without new input.
     fn timers_due(&self, store: &StateStore, time: BatchTime) -> Result<bool>;
@@ -96,6 +105,9 @@ pub trait Stage: Send {
     /// Runs the stage over one batch's `input`. On error nothing of the batch may be
     /// kept: the engine commits nothing.
     fn run(&mut self, store: &StateStore, input: &RecordBatch, time: BatchTime) -> Result<StageOutput>;
+
+    /// Tells the stage the query's id, once the checkpoint's metadata is recorded.
+    fn set_query_id(&mut self, _query_id: &str) {}
 
     /// Ends the stage when the run ends.
     fn close(&mut self) -> Result<()>;

@@ -316,7 +316,7 @@ mod tests {
     fn the_spec_sets_limits_and_says_what_is_wrong_where() {
         use super::super::{DEFAULT_MAX_BYTES_PER_TRIGGER, SourceKind};
         let defaults = parse("", "").expect("valid");
-        assert_eq!(defaults.operator.limits, InstanceLimits::default());
+        assert_eq!(defaults.processor().expect("a processor").limits, InstanceLimits::default());
         let SourceKind::Files { max_bytes_per_trigger, .. } = defaults.sources[0].kind else { panic!("files") };
         assert_eq!(max_bytes_per_trigger, Some(DEFAULT_MAX_BYTES_PER_TRIGGER));
 
@@ -327,7 +327,7 @@ mod tests {
         .expect("valid");
         let SourceKind::Files { max_bytes_per_trigger, .. } = set.sources[0].kind else { panic!("files") };
         assert_eq!(max_bytes_per_trigger, Some(2048));
-        let limits = set.operator.limits;
+        let limits = set.processor().expect("a processor").limits;
         assert_eq!(
             (limits.state_bytes_per_batch, limits.timers_per_batch, limits.log_bytes_per_call),
             (1 << 30, 7, 100)

@@ -30,6 +30,16 @@ impl<'a> Locator<'a> {
         anyhow!("{}:{}: {key}: {problem}", self.file.display(), self.line(&span))
     }
 
+    /// The spec file.
+    pub(super) fn file(&self) -> &Path {
+        self.file
+    }
+
+    /// The line `value` starts on.
+    pub(super) fn line_of<T>(&self, value: &Spanned<T>) -> usize {
+        self.line(&value.span())
+    }
+
     pub(super) fn at<T>(&self, value: &Spanned<T>, key: &str, problem: impl std::fmt::Display) -> anyhow::Error {
         self.error(value.span(), key, problem)
     }

@@ -11,6 +11,7 @@ mod sink_spec;
 mod source_spec;
 mod spec;
 mod spec_errors;
+mod stage_spec;
 
 pub use duration::parse_duration;
 pub use kafka::{
@@ -20,3 +21,5 @@ pub use kafka::{
 pub use limits::{CHANGE_OVERHEAD_BYTES, InstanceLimits, Limit, parse_size, show_bytes};
 pub use model::*;
 pub use schema::{TYPE_NAMES, parse_schema};
+pub use spec::DEFAULT_KEY_GROUPS;
+pub use stage_spec::{DEFAULT_MAX_COMPLETE_ROWS, parse_aggregate};

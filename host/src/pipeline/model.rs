@@ -22,8 +22,12 @@ pub struct Pipeline {
     pub sources: Vec<SourceSpec>,
     /// How the query watermark follows the per-source watermarks.
     pub watermark_policy: WatermarkPolicy,
-    /// The processor.
-    pub operator: OperatorSpec,
+    /// The chain of stages each batch's rows pass through, in order.
+    pub stages: Vec<StageSpec>,
+    /// Static tables the SQL stages may join with (Spark's stream-static join).
+    pub tables: Vec<TableSpec>,
+    /// How many key groups every stateful stage's keys hash into.
+    pub key_groups: u16,
     /// The output.
     pub sink: SinkSpec,
     /// When batches run.
@@ -34,6 +38,16 @@ pub struct Pipeline {
     pub snapshot_interval: u64,
     /// Where the Prometheus endpoint and dashboard listen (`[monitoring] metrics`).
     pub metrics_address: Option<String>,
+}
+
+impl Pipeline {
+    /// The first processor stage's spec, if the chain has one.
+    pub fn processor(&self) -> Option<&OperatorSpec> {
+        self.stages.iter().find_map(|stage| match &stage.kind {
+            StageKind::Processor(processor) => Some(processor),
+            _ => None,
+        })
+    }
 }
 
 /// One input.
@@ -136,6 +150,160 @@ pub enum BadRecordPolicy {
 pub const DEFAULT_MAX_BYTES_PER_TRIGGER: u64 = 32 << 20;
 /// The default of `max-rows-per-trigger` for the rate source.
 pub const DEFAULT_MAX_ROWS_PER_TRIGGER: u64 = 1_000_000;
+
+/// One stage of the chain.
+#[derive(Clone, Debug)]
+pub struct StageSpec {
+    /// The stage's name (default: its kind and position, e.g. `window-2`), used in
+    /// progress, errors and `eddy state --operator`.
+    pub name: String,
+    /// Its operator id: where its state lives in the store (its position in the chain).
+    pub operator_id: u16,
+    /// The spec line it was declared on.
+    pub line: usize,
+    /// What it does.
+    pub kind: StageKind,
+}
+
+/// What a stage does.
+#[derive(Clone, Debug)]
+pub enum StageKind {
+    /// A WebAssembly processor over keyed rows.
+    Processor(OperatorSpec),
+    /// A SQL query over each batch's rows (table `input`) and the static tables.
+    Sql(String),
+    /// Event-time window aggregation.
+    Window(WindowSpec),
+    /// Deduplication.
+    Dedup(DedupSpec),
+}
+
+impl StageKind {
+    /// The kind's name in the spec.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            StageKind::Processor(_) => "processor",
+            StageKind::Sql(_) => "sql",
+            StageKind::Window(_) => "window",
+            StageKind::Dedup(_) => "dedup",
+        }
+    }
+}
+
+/// A static table for SQL stages, read once when the query starts.
+#[derive(Clone, Debug)]
+pub struct TableSpec {
+    /// The table's name in SQL.
+    pub name: String,
+    /// How its file is written.
+    pub format: TableFormat,
+    /// A file, or a directory of files of that format.
+    pub path: PathBuf,
+    /// Its schema.
+    pub schema: SchemaRef,
+}
+
+/// How a static table's files are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableFormat {
+    /// CSV with a header line.
+    Csv,
+    /// JSON lines.
+    Json,
+    /// Parquet.
+    Parquet,
+}
+
+/// The windows of a window stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowKind {
+    /// Fixed, non-overlapping windows of `size` microseconds, aligned to the epoch.
+    Tumbling {
+        /// The window length.
+        size_us: i64,
+    },
+    /// Windows of `size` starting every `slide` microseconds.
+    Sliding {
+        /// The window length.
+        size_us: i64,
+        /// The distance between window starts.
+        slide_us: i64,
+    },
+    /// Per group, rows closer than `gap` microseconds share a window.
+    Session {
+        /// The inactivity gap that closes a session.
+        gap_us: i64,
+    },
+}
+
+/// An aggregate function of a window stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AggregateFn {
+    /// Rows (`count` or `count(*)`), or non-null values of a column.
+    Count,
+    /// The sum of a numeric column.
+    Sum,
+    /// The smallest value.
+    Min,
+    /// The largest value.
+    Max,
+    /// The mean, as DOUBLE.
+    Avg,
+}
+
+/// One output column of a window stage.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Aggregate {
+    /// The function.
+    pub function: AggregateFn,
+    /// Its input column (`None`: `count(*)`).
+    pub column: Option<String>,
+    /// The output column's name.
+    pub name: String,
+}
+
+/// A window aggregation stage (Spark's `groupBy(window(...), cols).agg(...)`).
+#[derive(Clone, Debug)]
+pub struct WindowSpec {
+    /// The event-time column (TIMESTAMP).
+    pub time_column: String,
+    /// Tumbling, sliding or session windows.
+    pub windows: WindowKind,
+    /// The grouping columns besides the window.
+    pub group_by: Vec<String>,
+    /// The aggregates, in output order.
+    pub aggregates: Vec<Aggregate>,
+    /// Append: a window once, when the watermark passes its end; update: changed
+    /// windows every batch; complete: every window every batch.
+    pub output_mode: OutputMode,
+    /// Complete mode: the most result rows a trigger may output.
+    pub max_complete_rows: u64,
+}
+
+/// A deduplication stage (Spark's `dropDuplicates` / `dropDuplicatesWithinWatermark`).
+#[derive(Clone, Debug)]
+pub struct DedupSpec {
+    /// The columns that make rows duplicates.
+    pub key: Vec<String>,
+    /// How long a key is remembered.
+    pub retention: DedupRetention,
+}
+
+/// How long a deduplication stage remembers a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DedupRetention {
+    /// `dropDuplicates` with the event-time column among the key: until the watermark
+    /// passes the key's event time.
+    UntilWatermark,
+    /// `dropDuplicatesWithinWatermark`: for the watermark delay after the first
+    /// occurrence's event time.
+    WithinWatermark {
+        /// The watermark delay, in microseconds.
+        delay_us: i64,
+    },
+    /// No watermark: every key forever (`state = "forever"` in the spec).
+    Forever,
+}
 
 /// A WebAssembly processor over keyed rows.
 #[derive(Clone, Debug)]

@@ -24,7 +24,9 @@ struct RawPipeline {
     min_batches_to_retain: Option<Spanned<u64>>,
     snapshot_interval: Option<Spanned<u64>>,
     source: Spanned<Vec<super::source_spec::RawSource>>,
-    operator: RawOperator,
+    operator: Option<Spanned<RawOperator>>,
+    stage: Option<Spanned<Vec<super::stage_spec::RawStage>>>,
+    table: Option<Vec<super::stage_spec::RawTable>>,
     sink: Option<super::sink_spec::RawSink>,
     trigger: Option<Spanned<RawTrigger>>,
     monitoring: Option<RawMonitoring>,
@@ -38,7 +40,7 @@ struct RawMonitoring {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct RawOperator {
+pub(super) struct RawOperator {
     module: Spanned<String>,
     key: Spanned<Vec<String>>,
     output_mode: Option<Spanned<String>>,
@@ -153,7 +155,15 @@ impl Pipeline {
             Some(n) => *n.get_ref(),
             None => 10,
         };
-        let operator = operator_spec(&at, base, &raw.operator, &sources[0])?;
+        let stages = super::stage_spec::stage_specs(&at, base, raw.operator.as_ref(), raw.stage.as_ref(), &sources[0])?;
+        let key_groups = stages
+            .iter()
+            .find_map(|stage| match &stage.kind {
+                StageKind::Processor(processor) => Some(processor.key_groups),
+                _ => None,
+            })
+            .unwrap_or(DEFAULT_KEY_GROUPS);
+        let tables = super::stage_spec::table_specs(&at, base, raw.table.as_deref().unwrap_or_default())?;
         let sink = super::sink_spec::sink_spec(&at, base, raw.sink.as_ref())?;
         let metrics_address = match raw.monitoring.as_ref().and_then(|m| m.metrics.as_ref()) {
             Some(address) if address.get_ref().parse::<std::net::SocketAddr>().is_err() => {
@@ -177,7 +187,9 @@ impl Pipeline {
             checkpoint: raw.checkpoint.as_ref().map(|c| base.join(c.get_ref())),
             sources,
             watermark_policy,
-            operator,
+            stages,
+            tables,
+            key_groups,
             sink,
             trigger,
             min_batches_to_retain,
@@ -187,25 +199,35 @@ impl Pipeline {
     }
 }
 
-fn operator_spec(at: &Locator, base: &Path, op: &RawOperator, source: &SourceSpec) -> Result<OperatorSpec> {
+/// The default number of key groups.
+pub const DEFAULT_KEY_GROUPS: u16 = 128;
+
+/// The processor `op` describes, its keys named `{prefix}.…` in errors.
+pub(super) fn operator_spec(
+    at: &Locator,
+    base: &Path,
+    op: &RawOperator,
+    prefix: &str,
+    source: &SourceSpec,
+) -> Result<OperatorSpec> {
     let schema = &source.schema;
     let module = base.join(op.module.get_ref());
     if !module.is_file() {
         return Err(at.at(
             &op.module,
-            "operator.module",
+            &format!("{prefix}.module"),
             format!("{} does not exist; build the processor first (for the examples: `make guests`)", module.display()),
         ));
     }
     if op.key.get_ref().is_empty() {
-        return Err(at.at(&op.key, "operator.key", "expected at least one key column"));
+        return Err(at.at(&op.key, &format!("{prefix}.key"), "expected at least one key column"));
     }
     for column in op.key.get_ref() {
         if schema.index_of(column).is_err() {
             let columns: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
             return Err(at.at(
                 &op.key,
-                "operator.key",
+                &format!("{prefix}.key"),
                 format!("key column '{column}' is not in source.schema (columns: {})", columns.join(", ")),
             ));
         }
@@ -214,12 +236,12 @@ fn operator_spec(at: &Locator, base: &Path, op: &RawOperator, source: &SourceSpe
         None | Some(("append", _)) => OutputMode::Append,
         Some(("update", _)) => OutputMode::Update,
         Some(("complete", span)) => {
-            return Err(at.at(span, "operator.output-mode", "complete mode needs an operator that can produce the whole result; processors support \"append\" and \"update\""));
+            return Err(at.at(span, &format!("{prefix}.output-mode"), "complete mode needs an operator that can produce the whole result; processors support \"append\" and \"update\""));
         }
         Some((other, span)) => {
             return Err(at.at(
                 span,
-                "operator.output-mode",
+                &format!("{prefix}.output-mode"),
                 format!("unknown output mode '{other}'; expected \"append\" or \"update\""),
             ));
         }
@@ -232,7 +254,7 @@ fn operator_spec(at: &Locator, base: &Path, op: &RawOperator, source: &SourceSpe
             if source.watermark.is_none() {
                 return Err(at.at(
                     span,
-                    "operator.time-mode",
+                    &format!("{prefix}.time-mode"),
                     "event time needs a watermark: add [source.watermark] with column and delay",
                 ));
             }
@@ -241,24 +263,24 @@ fn operator_spec(at: &Locator, base: &Path, op: &RawOperator, source: &SourceSpe
         Some((other, span)) => {
             return Err(at.at(
                 span,
-                "operator.time-mode",
+                &format!("{prefix}.time-mode"),
                 format!("unknown time mode '{other}'; expected \"none\", \"processing-time\" or \"event-time\""),
             ));
         }
     };
     let key_groups = match &op.key_groups {
         Some(groups) if *groups.get_ref() == 0 => {
-            return Err(at.at(groups, "operator.key-groups", "expected a number from 1 to 65535"));
+            return Err(at.at(groups, &format!("{prefix}.key-groups"), "expected a number from 1 to 65535"));
         }
         Some(groups) => *groups.get_ref(),
-        None => 128,
+        None => DEFAULT_KEY_GROUPS,
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let parallelism = match &op.parallelism {
         Some(n) if *n.get_ref() == 0 || *n.get_ref() > u64::from(key_groups) => {
             return Err(at.at(
                 n,
-                "operator.parallelism",
+                &format!("{prefix}.parallelism"),
                 format!("expected a number from 1 to key-groups ({key_groups})"),
             ));
         }
@@ -268,13 +290,13 @@ fn operator_spec(at: &Locator, base: &Path, op: &RawOperator, source: &SourceSpe
     let mut limits = InstanceLimits::default();
     if let Some(mb) = &op.memory_limit_mb {
         if !(1..=4096).contains(mb.get_ref()) {
-            return Err(at.at(mb, "operator.memory-limit-mb", "expected a number from 1 to 4096"));
+            return Err(at.at(mb, &format!("{prefix}.memory-limit-mb"), "expected a number from 1 to 4096"));
         }
         limits.memory_cap_bytes = (*mb.get_ref() as usize) << 20;
     }
     if let Some(ms) = &op.call_timeout_ms {
         if *ms.get_ref() == 0 {
-            return Err(at.at(ms, "operator.call-timeout-ms", "expected a positive number of milliseconds"));
+            return Err(at.at(ms, &format!("{prefix}.call-timeout-ms"), "expected a positive number of milliseconds"));
         }
         limits.call_timeout = Duration::from_millis(*ms.get_ref());
     }
@@ -290,7 +312,7 @@ fn operator_spec(at: &Locator, base: &Path, op: &RawOperator, source: &SourceSpe
     ];
     for (limit, raw) in Limit::ALL.into_iter().zip(raw_limits) {
         if let Some(raw) = raw {
-            limit.set(&mut limits, positive(at, raw, &format!("operator.{}", limit.key()), limit.in_bytes())?);
+            limit.set(&mut limits, positive(at, raw, &format!("{prefix}.{}", limit.key()), limit.in_bytes())?);
         }
     }
     let config_json = serde_json::to_string(&op.config.clone().unwrap_or_default())?;
@@ -298,11 +320,11 @@ fn operator_spec(at: &Locator, base: &Path, op: &RawOperator, source: &SourceSpe
         None => None,
         Some(initial) => {
             let schema = parse_schema(initial.schema.get_ref())
-                .map_err(|problem| at.at(&initial.schema, "operator.initial-state.schema", problem))?;
+                .map_err(|problem| at.at(&initial.schema, &format!("{prefix}.initial-state.schema"), problem))?;
             if let Some(column) = op.key.get_ref().iter().find(|column| schema.index_of(column).is_err()) {
                 return Err(at.at(
                     &initial.schema,
-                    "operator.initial-state.schema",
+                    &format!("{prefix}.initial-state.schema"),
                     format!("the initial state needs key column '{column}'"),
                 ));
             }
@@ -310,7 +332,7 @@ fn operator_spec(at: &Locator, base: &Path, op: &RawOperator, source: &SourceSpe
             if !path.exists() {
                 return Err(at.at(
                     &initial.path,
-                    "operator.initial-state.path",
+                    &format!("{prefix}.initial-state.path"),
                     format!("{} does not exist; expected a JSON-lines file or a directory of them", path.display()),
                 ));
             }

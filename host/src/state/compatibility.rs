@@ -26,8 +26,11 @@ pub struct OperatorStateSchema {
     pub key_groups: u16,
     /// The declared state variables.
     pub variables: Vec<VariableDecl>,
-    /// SHA-256 of the module that declared them.
+    /// SHA-256 of the module that declared them (`builtin:…` for a built-in stage).
     pub module_sha256: String,
+    /// The stage's name in the pipeline (`eddy state read --operator NAME`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stage: String,
 }
 
 /// The meta key of `operator`'s state schema.

@@ -1,0 +1,193 @@
+//! The deduplication stage: Spark's `dropDuplicates` (with the event-time column among
+//! the key: a key is remembered until the watermark passes its event time),
+//! `dropDuplicatesWithinWatermark` (the key alone, remembered for the watermark delay
+//! after its first occurrence's event time) and, without a watermark, every key
+//! forever. The first occurrence of a key is output; later ones are dropped.
+//!
+//! State per key: the value `seen` (CBOR: the event time at which it may be
+//! forgotten, or null when kept forever) and an event-time timer at that time, which
+//! evicts it once the watermark reaches it.
+
+use anyhow::{Context, Result, bail};
+use arrow::array::{Array, BooleanArray, RecordBatch, TimestampMicrosecondArray, UInt32Array};
+use arrow::datatypes::{DataType, SchemaRef};
+
+use super::grouping::group_by_key;
+use super::stage::{BatchTime, Stage, StageOutput, StageStats};
+use crate::pipeline::{DedupRetention, DedupSpec, StageSpec};
+use crate::state::{KeyScope, OperatorStateSchema, StateKind, StateStore, Timers, VariableDecl};
+
+/// A deduplication stage.
+pub struct DedupStage {
+    name: String,
+    operator_id: u16,
+    key_groups: u16,
+    key_columns: Vec<String>,
+    key_indices: Vec<usize>,
+    /// The event-time column's index, for the retentions that need one.
+    time_index: Option<usize>,
+    retention: DedupRetention,
+    schema: SchemaRef,
+    seen: VariableDecl,
+}
+
+impl DedupStage {
+    /// The stage `spec` describes over rows of `input`.
+    pub fn open(stage: &StageSpec, spec: &DedupSpec, input: &SchemaRef, key_groups: u16) -> Result<DedupStage> {
+        let key_indices = spec
+            .key
+            .iter()
+            .map(|column| {
+                input.index_of(column).map_err(|_| {
+                    anyhow::anyhow!(
+                        "dedup key column '{column}' is not among the stage's input columns ({})",
+                        column_names(input)
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let time_index = match spec.retention {
+            DedupRetention::Forever => None,
+            _ => Some(event_time_index(input)?),
+        };
+        Ok(DedupStage {
+            name: stage.name.clone(),
+            operator_id: stage.operator_id,
+            key_groups,
+            key_columns: spec.key.clone(),
+            key_indices,
+            time_index,
+            retention: spec.retention,
+            schema: input.clone(),
+            seen: VariableDecl { name: "seen".into(), kind: StateKind::Value, ttl_us: None },
+        })
+    }
+
+    /// What the stage keeps, for the checkpoint's schema record and `eddy state`.
+    pub fn state_schema(&self) -> OperatorStateSchema {
+        OperatorStateSchema {
+            key_columns: self.key_columns.clone(),
+            key_groups: self.key_groups,
+            variables: vec![self.seen.clone()],
+            module_sha256: format!("builtin:dedup:{:?}", self.retention),
+            stage: self.name.clone(),
+        }
+    }
+
+    /// When a key first seen at `event_time` may be forgotten (`None`: never).
+    fn forget_at(&self, event_time: Option<i64>) -> Option<i64> {
+        match self.retention {
+            DedupRetention::Forever => None,
+            DedupRetention::UntilWatermark => event_time,
+            DedupRetention::WithinWatermark { delay_us } => event_time.map(|t| t.saturating_add(delay_us)),
+        }
+    }
+}
+
+/// The index of the input's event-time column: the one TIMESTAMP column named by the
+/// source's watermark reaches every stage under the same name.
+fn event_time_index(input: &SchemaRef) -> Result<usize> {
+    let timestamps: Vec<usize> = input
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, field)| matches!(field.data_type(), DataType::Timestamp(_, _)))
+        .map(|(index, _)| index)
+        .collect();
+    match timestamps.as_slice() {
+        [index] => Ok(*index),
+        _ => bail!(
+            "deduplication with a watermark needs exactly one TIMESTAMP column (the event time) among its input columns ({})",
+            column_names(input)
+        ),
+    }
+}
+
+fn column_names(schema: &SchemaRef) -> String {
+    schema.fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>().join(", ")
+}
+
+impl Stage for DedupStage {
+    fn output_schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// Late rows are dropped here: a row at or before the previous batch's watermark.
+    fn accepts_late_rows(&self) -> bool {
+        true
+    }
+
+    fn timers_due(&self, store: &StateStore, time: BatchTime) -> Result<bool> {
+        let Some(watermark) = time.watermark else { return Ok(false) };
+        Ok(!Timers::due(&store.begin(), self.operator_id, watermark)?.is_empty())
+    }
+
+    fn run(&mut self, store: &StateStore, input: &RecordBatch, time: BatchTime) -> Result<StageOutput> {
+        let started = std::time::Instant::now();
+        let mut txn = store.begin();
+        let mut stats = StageStats { name: self.name.clone(), ..StageStats::default() };
+        let times = match self.time_index {
+            Some(index) => Some(
+                input
+                    .column(index)
+                    .as_any()
+                    .downcast_ref::<TimestampMicrosecondArray>()
+                    .context("the event-time column is not a TIMESTAMP")?
+                    .clone(),
+            ),
+            None => None,
+        };
+        let input = &match (&times, time.late_rows_watermark) {
+            (Some(times), Some(watermark)) => {
+                let keep: BooleanArray =
+                    (0..times.len()).map(|i| Some(times.is_null(i) || times.value(i) > watermark)).collect();
+                let kept = arrow::compute::filter_record_batch(input, &keep)?;
+                stats.rows_dropped_by_watermark = (input.num_rows() - kept.num_rows()) as u64;
+                kept
+            }
+            _ => input.clone(),
+        };
+        let times = match self.time_index {
+            Some(index) => input.column(index).as_any().downcast_ref::<TimestampMicrosecondArray>().cloned(),
+            None => None,
+        };
+        let grouped = group_by_key(input, &self.key_indices, self.key_groups);
+        let mut kept: Vec<u32> = Vec::new();
+        for key in grouped.keys() {
+            stats.keys_with_input += 1;
+            let scope = KeyScope::new(self.operator_id, key.key_group, key.key.to_vec(), time.processing_time);
+            if scope.value_get(&txn, &self.seen)?.is_some() {
+                continue;
+            }
+            let first = key.rows[0];
+            kept.push(first);
+            let event_time = times.as_ref().and_then(|t| t.is_valid(first as usize).then(|| t.value(first as usize)));
+            let forget_at = self.forget_at(event_time);
+            let mut value = Vec::new();
+            ciborium::into_writer(&forget_at, &mut value)?;
+            scope.value_update(&mut txn, &self.seen, &value);
+            if let Some(at) = forget_at {
+                scope.timer_register(&mut txn, at);
+                stats.timers_registered += 1;
+            }
+            stats.state_rows_updated += 1;
+        }
+        if let Some(watermark) = time.watermark {
+            for due in Timers::due(&txn, self.operator_id, watermark)? {
+                let scope = KeyScope::new(self.operator_id, due.key_group, due.key, time.processing_time);
+                scope.timer_delete(&mut txn, due.expiry);
+                scope.clear(&mut txn, &self.seen)?;
+                stats.entries_evicted += 1;
+                stats.state_rows_removed += 1;
+            }
+        }
+        kept.sort_unstable();
+        let rows = arrow::compute::take_record_batch(input, &UInt32Array::from(kept))?;
+        stats.run_ms = started.elapsed().as_millis() as u64;
+        Ok(StageOutput { txns: vec![txn], rows: vec![rows], stats })
+    }
+
+    fn close(&mut self) -> Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,317 @@
+//! A window's running aggregates: what is kept in state per window (CBOR, readable
+//! with `eddy state`), how a row updates it, how two sessions merge, and the output
+//! columns it becomes.
+
+use std::sync::Arc;
+
+use anyhow::{Result, bail};
+use arrow::array::{
+    Array, ArrayRef, BinaryBuilder, BooleanBuilder, Float64Array, Float64Builder, Int64Array, Int64Builder,
+    RecordBatch, StringBuilder, TimestampMicrosecondArray, TimestampMicrosecondBuilder,
+};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use serde::{Deserialize, Serialize};
+
+use crate::contract::Scalar;
+use crate::pipeline::{Aggregate, AggregateFn};
+
+/// The time zone of eddy's TIMESTAMP columns (as `contract::arrow_type` makes them).
+const TIME_ZONE: &str = "+00:00";
+
+/// A number an aggregate keeps: exact for BIGINT and TIMESTAMP columns.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Number {
+    /// From a BIGINT or TIMESTAMP column.
+    Int(i64),
+    /// From a DOUBLE column.
+    Float(f64),
+}
+
+impl Number {
+    fn add(self, other: Number) -> Number {
+        match (self, other) {
+            (Number::Int(a), Number::Int(b)) => Number::Int(a.wrapping_add(b)),
+            (a, b) => Number::Float(a.as_f64() + b.as_f64()),
+        }
+    }
+
+    fn as_f64(self) -> f64 {
+        match self {
+            Number::Int(v) => v as f64,
+            Number::Float(v) => v,
+        }
+    }
+
+    fn less(self, other: Number) -> bool {
+        match (self, other) {
+            (Number::Int(a), Number::Int(b)) => a < b,
+            (a, b) => a.as_f64() < b.as_f64(),
+        }
+    }
+}
+
+/// One aggregate's running state: the non-null values seen, their sum, min and max.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Running {
+    /// Rows (count(*)) or non-null values.
+    pub n: i64,
+    /// The sum, once a value was seen.
+    pub sum: Option<Number>,
+    /// The smallest value.
+    pub min: Option<Number>,
+    /// The largest value.
+    pub max: Option<Number>,
+}
+
+impl Running {
+    fn add(&mut self, value: Number) {
+        self.n += 1;
+        self.sum = Some(self.sum.map_or(value, |sum| sum.add(value)));
+        if self.min.is_none_or(|min| value.less(min)) {
+            self.min = Some(value);
+        }
+        if self.max.is_none_or(|max| max.less(value)) {
+            self.max = Some(value);
+        }
+    }
+
+    fn merge(&mut self, other: &Running) {
+        self.n += other.n;
+        self.sum = match (self.sum, other.sum) {
+            (Some(a), Some(b)) => Some(a.add(b)),
+            (a, b) => a.or(b),
+        };
+        for (mine, theirs, keep_other) in [(&mut self.min, other.min, true), (&mut self.max, other.max, false)] {
+            if let Some(theirs) = theirs
+                && mine.is_none_or(|m| if keep_other { theirs.less(m) } else { m.less(theirs) })
+            {
+                *mine = Some(theirs);
+            }
+        }
+    }
+}
+
+/// One window of one group, as kept in state.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WindowState {
+    /// Inclusive start, microseconds since the epoch.
+    pub start: i64,
+    /// Exclusive end.
+    pub end: i64,
+    /// Per aggregate, in the stage's order.
+    pub aggregates: Vec<Running>,
+}
+
+impl WindowState {
+    /// An empty window.
+    pub fn new(start: i64, end: i64, aggregates: usize) -> Self {
+        WindowState { start, end, aggregates: vec![Running::default(); aggregates] }
+    }
+
+    /// Adds another window's (a session merged into this one).
+    pub fn merge(&mut self, other: &WindowState) {
+        self.start = self.start.min(other.start);
+        self.end = self.end.max(other.end);
+        for (mine, theirs) in self.aggregates.iter_mut().zip(&other.aggregates) {
+            mine.merge(theirs);
+        }
+    }
+}
+
+/// How an aggregate reads its column.
+#[derive(Clone, Debug)]
+pub struct Column {
+    /// The aggregate.
+    pub aggregate: Aggregate,
+    /// Its input column's index (`None`: count(*)).
+    pub index: Option<usize>,
+    /// Its input column's type.
+    pub data_type: Option<DataType>,
+}
+
+/// Resolves the aggregates' columns in `input`, refusing what they cannot read.
+pub fn resolve(aggregates: &[Aggregate], input: &SchemaRef) -> Result<Vec<Column>> {
+    aggregates
+        .iter()
+        .map(|aggregate| {
+            let Some(name) = &aggregate.column else {
+                return Ok(Column { aggregate: aggregate.clone(), index: None, data_type: None });
+            };
+            let index = input.index_of(name).map_err(|_| {
+                anyhow::anyhow!("aggregate '{}' reads column '{name}', which is not among the stage's input columns", aggregate.name)
+            })?;
+            let data_type = input.field(index).data_type().clone();
+            let numeric = matches!(data_type, DataType::Int64 | DataType::Float64);
+            let ordered = numeric || matches!(data_type, DataType::Timestamp(TimeUnit::Microsecond, _));
+            let fits = match aggregate.function {
+                AggregateFn::Count => true,
+                AggregateFn::Sum | AggregateFn::Avg => numeric,
+                AggregateFn::Min | AggregateFn::Max => ordered,
+            };
+            if !fits {
+                bail!(
+                    "aggregate '{}' cannot read column '{name}' of type {data_type}: sum and avg take BIGINT or DOUBLE, min and max also TIMESTAMP",
+                    aggregate.name
+                );
+            }
+            Ok(Column { aggregate: aggregate.clone(), index: Some(index), data_type: Some(data_type) })
+        })
+        .collect()
+}
+
+/// Reads the numbers of the aggregates' columns of a batch.
+pub struct Values {
+    columns: Vec<Option<Arc<dyn Array>>>,
+}
+
+impl Values {
+    /// The columns `columns` read from `batch`.
+    pub fn of(batch: &RecordBatch, columns: &[Column]) -> Values {
+        Values { columns: columns.iter().map(|c| c.index.map(|i| batch.column(i).clone())).collect() }
+    }
+
+    /// Adds row `row` to the running aggregates `state`.
+    pub fn add_row(&self, row: usize, state: &mut [Running]) {
+        for (running, column) in state.iter_mut().zip(&self.columns) {
+            let Some(column) = column else {
+                running.n += 1;
+                continue;
+            };
+            if column.is_null(row) {
+                continue;
+            }
+            let any = column.as_any();
+            let value = if let Some(ints) = any.downcast_ref::<Int64Array>() {
+                Number::Int(ints.value(row))
+            } else if let Some(floats) = any.downcast_ref::<Float64Array>() {
+                Number::Float(floats.value(row))
+            } else if let Some(times) = any.downcast_ref::<TimestampMicrosecondArray>() {
+                Number::Int(times.value(row))
+            } else {
+                // count(col) of a column without numbers: only presence counts.
+                running.n += 1;
+                continue;
+            };
+            running.add(value);
+        }
+    }
+}
+
+/// The output schema: the group columns, `window_start`, `window_end`, the aggregates.
+pub fn output_schema(group: &[Field], columns: &[Column]) -> SchemaRef {
+    let mut fields: Vec<Field> = group.iter().map(|f| f.clone().with_nullable(true)).collect();
+    let timestamp = crate::contract::rows::arrow_type(crate::contract::DataType::Timestamp);
+    fields.push(Field::new("window_start", timestamp.clone(), false));
+    fields.push(Field::new("window_end", timestamp, false));
+    for column in columns {
+        let data_type = match (column.aggregate.function, &column.data_type) {
+            (AggregateFn::Count, _) => DataType::Int64,
+            (AggregateFn::Avg, _) | (AggregateFn::Sum, Some(DataType::Float64)) => DataType::Float64,
+            (AggregateFn::Sum, _) => DataType::Int64,
+            (AggregateFn::Min | AggregateFn::Max, Some(data_type)) => data_type.clone(),
+            (AggregateFn::Min | AggregateFn::Max, None) => DataType::Int64,
+        };
+        fields.push(Field::new(&column.aggregate.name, data_type, column.aggregate.function != AggregateFn::Count));
+    }
+    Arc::new(Schema::new(fields))
+}
+
+/// Output rows for `windows` (each with its group's key values), in `schema`, whose
+/// aggregate columns hold `functions` in order.
+pub fn output_rows(
+    schema: &SchemaRef,
+    groups: usize,
+    functions: &[AggregateFn],
+    windows: &[(Vec<Scalar>, WindowState)],
+) -> Result<RecordBatch> {
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+    for (index, field) in schema.fields().iter().take(groups).enumerate() {
+        columns
+            .push(scalars(field.data_type(), windows.iter().map(|(key, _)| key.get(index).unwrap_or(&Scalar::Null)))?);
+    }
+    let timestamps = |pick: fn(&WindowState) -> i64| -> ArrayRef {
+        let mut builder = TimestampMicrosecondBuilder::with_capacity(windows.len()).with_timezone(TIME_ZONE);
+        windows.iter().for_each(|(_, w)| builder.append_value(pick(w)));
+        Arc::new(builder.finish())
+    };
+    columns.push(timestamps(|w| w.start));
+    columns.push(timestamps(|w| w.end));
+    for (index, (field, function)) in schema.fields().iter().skip(groups + 2).zip(functions).enumerate() {
+        let values: Vec<Option<Number>> = windows
+            .iter()
+            .map(|(_, w)| w.aggregates.get(index).and_then(|running| result(running, *function)))
+            .collect();
+        columns.push(numbers(field.data_type(), &values));
+    }
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+}
+
+/// An aggregate's value (`None`: null, when no value was seen).
+fn result(running: &Running, function: AggregateFn) -> Option<Number> {
+    match function {
+        AggregateFn::Count => Some(Number::Int(running.n)),
+        AggregateFn::Sum => running.sum,
+        AggregateFn::Min => running.min,
+        AggregateFn::Max => running.max,
+        AggregateFn::Avg => {
+            running.sum.filter(|_| running.n > 0).map(|sum| Number::Float(sum.as_f64() / running.n as f64))
+        }
+    }
+}
+
+fn numbers(data_type: &DataType, values: &[Option<Number>]) -> ArrayRef {
+    match data_type {
+        DataType::Float64 => Arc::new(values.iter().map(|v| v.map(Number::as_f64)).collect::<Float64Array>()),
+        DataType::Timestamp(_, zone) => Arc::new(
+            values
+                .iter()
+                .map(|v| v.map(|n| if let Number::Int(i) = n { i } else { n.as_f64() as i64 }))
+                .collect::<TimestampMicrosecondArray>()
+                .with_timezone_opt(zone.clone()),
+        ),
+        _ => Arc::new(
+            values
+                .iter()
+                .map(|v| v.map(|n| if let Number::Int(i) = n { i } else { n.as_f64() as i64 }))
+                .collect::<Int64Array>(),
+        ),
+    }
+}
+
+/// A column of `data_type` from key values.
+fn scalars<'a>(data_type: &DataType, values: impl Iterator<Item = &'a Scalar>) -> Result<ArrayRef> {
+    Ok(match data_type {
+        DataType::Utf8 => {
+            let mut b = StringBuilder::new();
+            values.for_each(|v| if let Scalar::Utf8(s) = v { b.append_value(s) } else { b.append_null() });
+            Arc::new(b.finish())
+        }
+        DataType::Int64 => {
+            let mut b = Int64Builder::new();
+            values.for_each(|v| if let Scalar::Int64(i) = v { b.append_value(*i) } else { b.append_null() });
+            Arc::new(b.finish())
+        }
+        DataType::Float64 => {
+            let mut b = Float64Builder::new();
+            values.for_each(|v| if let Scalar::Float64(f) = v { b.append_value(*f) } else { b.append_null() });
+            Arc::new(b.finish())
+        }
+        DataType::Boolean => {
+            let mut b = BooleanBuilder::new();
+            values.for_each(|v| if let Scalar::Boolean(x) = v { b.append_value(*x) } else { b.append_null() });
+            Arc::new(b.finish())
+        }
+        DataType::Binary => {
+            let mut b = BinaryBuilder::new();
+            values.for_each(|v| if let Scalar::Binary(x) = v { b.append_value(x) } else { b.append_null() });
+            Arc::new(b.finish())
+        }
+        DataType::Timestamp(_, zone) => {
+            let mut b = TimestampMicrosecondBuilder::new().with_timezone_opt(zone.clone());
+            values.for_each(|v| if let Scalar::Timestamp(t) = v { b.append_value(*t) } else { b.append_null() });
+            Arc::new(b.finish())
+        }
+        other => bail!("a group column of type {other} cannot be output"),
+    })
+}

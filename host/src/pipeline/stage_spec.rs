@@ -1,0 +1,364 @@
+//! The chain of `pipeline.toml`: `[[stage]]` entries (each names one kind: `sql`,
+//! `window`, `dedup` or `processor`) or the one-stage spelling `[operator]`, and the
+//! `[[table]]` entries SQL stages join with. Checks that need a stage's input schema
+//! (column names and types) are made when the stages open, in chain order.
+
+use std::path::Path;
+
+use anyhow::Result;
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::duration::parse_duration;
+use super::located::Locator;
+use super::model::*;
+use super::schema::parse_schema;
+use super::spec::{RawOperator, operator_spec};
+use crate::contract::OutputMode;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawStage {
+    name: Option<Spanned<String>>,
+    sql: Option<Spanned<String>>,
+    window: Option<Spanned<RawWindow>>,
+    dedup: Option<Spanned<RawDedup>>,
+    processor: Option<Spanned<RawOperator>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawWindow {
+    time_column: Spanned<String>,
+    size: Option<Spanned<String>>,
+    slide: Option<Spanned<String>>,
+    gap: Option<Spanned<String>>,
+    #[serde(default)]
+    group_by: Vec<String>,
+    aggregates: Spanned<Vec<String>>,
+    output_mode: Option<Spanned<String>>,
+    max_complete_rows: Option<Spanned<u64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawDedup {
+    key: Spanned<Vec<String>>,
+    within_watermark: Option<bool>,
+    state: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawTable {
+    name: Spanned<String>,
+    format: Spanned<String>,
+    path: Spanned<String>,
+    schema: Spanned<String>,
+}
+
+/// The default largest result of a complete-mode window stage.
+pub const DEFAULT_MAX_COMPLETE_ROWS: u64 = 100_000;
+
+/// The chain: `[[stage]]` entries or `[operator]`, exactly one of the two.
+pub(super) fn stage_specs(
+    at: &Locator,
+    base: &Path,
+    operator: Option<&Spanned<RawOperator>>,
+    stages: Option<&Spanned<Vec<RawStage>>>,
+    source: &SourceSpec,
+) -> Result<Vec<StageSpec>> {
+    match (operator, stages) {
+        (Some(_), Some(stages)) => Err(at.at(
+            stages,
+            "stage",
+            "give either [operator] or [[stage]] entries (a processor stage is `[stage.processor]`), not both",
+        )),
+        (None, None) => Err(anyhow::anyhow!(
+            "{}: the pipeline has no stages: add [operator] (a processor) or [[stage]] entries (sql, window, dedup, processor)",
+            at.file().display()
+        )),
+        (Some(operator), None) => {
+            let spec = operator_spec(at, base, operator.get_ref(), "operator", source)?;
+            Ok(vec![StageSpec {
+                name: "processor".into(),
+                operator_id: 0,
+                line: at.line_of(operator),
+                kind: StageKind::Processor(spec),
+            }])
+        }
+        (None, Some(stages)) => {
+            if stages.get_ref().is_empty() {
+                return Err(at.at(stages, "stage", "expected at least one [[stage]]"));
+            }
+            let mut specs: Vec<StageSpec> = Vec::new();
+            for (index, stage) in stages.get_ref().iter().enumerate() {
+                let spec = stage_spec(at, base, index, stage, source)?;
+                if let Some(other) = specs.iter().find(|other| other.name == spec.name) {
+                    return Err(anyhow::anyhow!(
+                        "{}:{}: stage: the name '{}' is taken by the stage on line {}; give each stage its own name",
+                        at.file().display(),
+                        spec.line,
+                        spec.name,
+                        other.line
+                    ));
+                }
+                specs.push(spec);
+            }
+            Ok(specs)
+        }
+    }
+}
+
+fn stage_spec(at: &Locator, base: &Path, index: usize, raw: &RawStage, source: &SourceSpec) -> Result<StageSpec> {
+    let key = format!("stage[{index}]");
+    let given = [raw.sql.is_some(), raw.window.is_some(), raw.dedup.is_some(), raw.processor.is_some()];
+    let line = [
+        raw.sql.as_ref().map(|s| at.line_of(s)),
+        raw.window.as_ref().map(|s| at.line_of(s)),
+        raw.dedup.as_ref().map(|s| at.line_of(s)),
+        raw.processor.as_ref().map(|s| at.line_of(s)),
+        raw.name.as_ref().map(|s| at.line_of(s)),
+    ]
+    .into_iter()
+    .flatten()
+    .min()
+    .unwrap_or(1);
+    if given.iter().filter(|g| **g).count() != 1 {
+        return Err(anyhow::anyhow!(
+            "{}:{line}: {key}: a stage is exactly one of `sql = \"SELECT …\"`, [stage.window], [stage.dedup] or [stage.processor]",
+            at.file().display()
+        ));
+    }
+    let kind = if let Some(sql) = &raw.sql {
+        if sql.get_ref().trim().is_empty() {
+            return Err(at.at(sql, &format!("{key}.sql"), "expected a SELECT query over the table `input`"));
+        }
+        StageKind::Sql(sql.get_ref().clone())
+    } else if let Some(window) = &raw.window {
+        StageKind::Window(window_spec(at, &format!("{key}.window"), window)?)
+    } else if let Some(dedup) = &raw.dedup {
+        StageKind::Dedup(dedup_spec(at, &format!("{key}.dedup"), dedup, source)?)
+    } else if let Some(processor) = &raw.processor {
+        StageKind::Processor(operator_spec(at, base, processor.get_ref(), &format!("{key}.processor"), source)?)
+    } else {
+        unreachable!("exactly one kind was checked above")
+    };
+    let name = match &raw.name {
+        Some(name) if name.get_ref().is_empty() || name.get_ref().contains('/') => {
+            return Err(at.at(name, &format!("{key}.name"), "expected a non-empty name without '/'"));
+        }
+        Some(name) => name.get_ref().clone(),
+        None => format!("{}-{index}", kind.kind_name()),
+    };
+    Ok(StageSpec { name, operator_id: index as u16, line, kind })
+}
+
+fn duration_us(at: &Locator, raw: &Spanned<String>, key: &str) -> Result<i64> {
+    let duration = parse_duration(raw.get_ref()).map_err(|problem| at.at(raw, key, problem))?;
+    match i64::try_from(duration.as_micros()) {
+        Ok(us) if us > 0 => Ok(us),
+        _ => Err(at.at(raw, key, "expected a positive duration, e.g. \"10 seconds\"")),
+    }
+}
+
+fn window_spec(at: &Locator, key: &str, raw: &Spanned<RawWindow>) -> Result<WindowSpec> {
+    let window = raw.get_ref();
+    let windows = match (&window.size, &window.slide, &window.gap) {
+        (Some(size), None, None) => WindowKind::Tumbling { size_us: duration_us(at, size, &format!("{key}.size"))? },
+        (Some(size), Some(slide), None) => {
+            let size_us = duration_us(at, size, &format!("{key}.size"))?;
+            let slide_us = duration_us(at, slide, &format!("{key}.slide"))?;
+            if slide_us > size_us {
+                return Err(at.at(slide, &format!("{key}.slide"), "the slide must not be longer than the size"));
+            }
+            if size_us % slide_us != 0 {
+                return Err(at.at(slide, &format!("{key}.slide"), "the size must be a multiple of the slide"));
+            }
+            WindowKind::Sliding { size_us, slide_us }
+        }
+        (None, None, Some(gap)) => WindowKind::Session { gap_us: duration_us(at, gap, &format!("{key}.gap"))? },
+        _ => {
+            return Err(at.at(
+                raw,
+                key,
+                "give `size` (tumbling), `size` and `slide` (sliding), or `gap` (session windows)",
+            ));
+        }
+    };
+    let output_mode = match window.output_mode.as_ref().map(|m| (m.get_ref().as_str(), m)) {
+        None | Some(("append", _)) => OutputMode::Append,
+        Some(("update", span)) => {
+            if matches!(windows, WindowKind::Session { .. }) {
+                return Err(at.at(
+                    span,
+                    &format!("{key}.output-mode"),
+                    "session windows support append and complete, not update (as in Spark: a session's rows can merge into another session later)",
+                ));
+            }
+            OutputMode::Update
+        }
+        Some(("complete", _)) => OutputMode::Complete,
+        Some((other, span)) => {
+            return Err(at.at(
+                span,
+                &format!("{key}.output-mode"),
+                format!("unknown output mode '{other}'; expected \"append\", \"update\" or \"complete\""),
+            ));
+        }
+    };
+    if window.aggregates.get_ref().is_empty() {
+        return Err(at.at(
+            &window.aggregates,
+            &format!("{key}.aggregates"),
+            "expected at least one aggregate, e.g. \"count\"",
+        ));
+    }
+    let mut aggregates: Vec<Aggregate> = Vec::new();
+    for text in window.aggregates.get_ref() {
+        let aggregate = parse_aggregate(text)
+            .map_err(|problem| at.at(&window.aggregates, &format!("{key}.aggregates"), problem))?;
+        if aggregates.iter().any(|a| a.name == aggregate.name) || window.group_by.contains(&aggregate.name) {
+            return Err(at.at(
+                &window.aggregates,
+                &format!("{key}.aggregates"),
+                format!("two output columns are named '{}'; rename one with `as`", aggregate.name),
+            ));
+        }
+        aggregates.push(aggregate);
+    }
+    let max_complete_rows = match &window.max_complete_rows {
+        Some(n) if *n.get_ref() == 0 => {
+            return Err(at.at(n, &format!("{key}.max-complete-rows"), "expected a positive number"));
+        }
+        Some(n) => *n.get_ref(),
+        None => DEFAULT_MAX_COMPLETE_ROWS,
+    };
+    Ok(WindowSpec {
+        time_column: window.time_column.get_ref().clone(),
+        windows,
+        group_by: window.group_by.clone(),
+        aggregates,
+        output_mode,
+        max_complete_rows,
+    })
+}
+
+/// `count`, `count(*)`, `count(col)`, `sum(col)`, `min(col)`, `max(col)`, `avg(col)`,
+/// each optionally followed by `as name` (default: `count`, `sum_col`, …).
+pub fn parse_aggregate(text: &str) -> std::result::Result<Aggregate, String> {
+    let (call, alias) = match text.split_once(" as ") {
+        Some((call, alias)) => (call.trim(), Some(alias.trim().to_string())),
+        None => (text.trim(), None),
+    };
+    let (function_name, column) = match call.split_once('(') {
+        Some((name, rest)) => {
+            let column = rest.strip_suffix(')').ok_or_else(|| format!("'{text}': expected `function(column)`"))?.trim();
+            (name.trim(), if column == "*" || column.is_empty() { None } else { Some(column.to_string()) })
+        }
+        None => (call, None),
+    };
+    let function = match function_name.to_ascii_lowercase().as_str() {
+        "count" => AggregateFn::Count,
+        "sum" => AggregateFn::Sum,
+        "min" => AggregateFn::Min,
+        "max" => AggregateFn::Max,
+        "avg" | "mean" => AggregateFn::Avg,
+        other => return Err(format!("'{text}': unknown aggregate '{other}'; expected count, sum, min, max or avg")),
+    };
+    if function != AggregateFn::Count && column.is_none() {
+        return Err(format!("'{text}': {function_name} needs a column, e.g. {function_name}(amount)"));
+    }
+    let name = alias.unwrap_or_else(|| match &column {
+        None => "count".to_string(),
+        Some(column) => format!("{}_{column}", function_name.to_ascii_lowercase()),
+    });
+    if name.is_empty() {
+        return Err(format!("'{text}': the name after `as` is empty"));
+    }
+    Ok(Aggregate { function, column, name })
+}
+
+fn dedup_spec(at: &Locator, key: &str, raw: &Spanned<RawDedup>, source: &SourceSpec) -> Result<DedupSpec> {
+    let dedup = raw.get_ref();
+    if dedup.key.get_ref().is_empty() {
+        return Err(at.at(&dedup.key, &format!("{key}.key"), "expected at least one column"));
+    }
+    let forever = match &dedup.state {
+        None => false,
+        Some(state) if state.get_ref() == "forever" => true,
+        Some(state) => {
+            return Err(at.at(
+                state,
+                &format!("{key}.state"),
+                "the only value is \"forever\" (remember every key, without a watermark)",
+            ));
+        }
+    };
+    let retention = match (&source.watermark, forever, dedup.within_watermark == Some(true)) {
+        (_, true, true) => {
+            return Err(at.at(raw, key, "within-watermark and state = \"forever\" exclude each other"));
+        }
+        (_, true, false) => DedupRetention::Forever,
+        (None, false, _) => {
+            return Err(at.at(
+                raw,
+                key,
+                "without a watermark, deduplication remembers every key forever: say so with state = \"forever\", or add [source.watermark]",
+            ));
+        }
+        (Some(watermark), false, true) => DedupRetention::WithinWatermark { delay_us: watermark.delay_us },
+        (Some(watermark), false, false) => {
+            if !dedup.key.get_ref().contains(&watermark.column) {
+                return Err(at.at(
+                    &dedup.key,
+                    &format!("{key}.key"),
+                    format!(
+                        "with a watermark, the key must hold the event-time column '{}' for a key to be forgotten (Spark's dropDuplicates); \
+                         or set within-watermark = true (dropDuplicatesWithinWatermark: remembered for the watermark delay), \
+                         or state = \"forever\" (every key kept)",
+                        watermark.column
+                    ),
+                ));
+            }
+            DedupRetention::UntilWatermark
+        }
+    };
+    Ok(DedupSpec { key: dedup.key.get_ref().clone(), retention })
+}
+
+/// The static tables `[[table]]` declares.
+pub(super) fn table_specs(at: &Locator, base: &Path, raw: &[RawTable]) -> Result<Vec<TableSpec>> {
+    let mut tables: Vec<TableSpec> = Vec::new();
+    for (index, table) in raw.iter().enumerate() {
+        let key = format!("table[{index}]");
+        let name = table.name.get_ref().clone();
+        if name == "input" || tables.iter().any(|t| t.name == name) {
+            return Err(at.at(
+                &table.name,
+                &format!("{key}.name"),
+                format!("the table name '{name}' is taken (`input` is the batch's rows)"),
+            ));
+        }
+        let format = match table.format.get_ref().as_str() {
+            "csv" => TableFormat::Csv,
+            "json" => TableFormat::Json,
+            "parquet" => TableFormat::Parquet,
+            other => {
+                return Err(at.at(
+                    &table.format,
+                    &format!("{key}.format"),
+                    format!("unknown format '{other}'; expected \"csv\", \"json\" or \"parquet\""),
+                ));
+            }
+        };
+        let path = base.join(table.path.get_ref());
+        if !path.exists() {
+            return Err(at.at(&table.path, &format!("{key}.path"), format!("{} does not exist", path.display())));
+        }
+        let schema = parse_schema(table.schema.get_ref())
+            .map_err(|problem| at.at(&table.schema, &format!("{key}.schema"), problem))?;
+        tables.push(TableSpec { name, format, path, schema });
+    }
+    Ok(tables)
+}

@@ -1,0 +1,433 @@
+//! Built-in stages against references computed here: event-time windows in each
+//! output mode with rows around the watermark, both deduplications, SQL with a static
+//! table, a chain SQL → dedup → window, state read back with `eddy state`, and a
+//! restart mid-stream that continues exactly.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::{Command, Output};
+
+use eddy_tests::eddy_bin;
+use serde_json::Value;
+
+const SECOND: i64 = 1_000_000;
+
+fn eddy(args: &[&str]) -> Output {
+    Command::new(eddy_bin()).args(args).output().expect("eddy runs")
+}
+
+fn check(output: &Output) -> String {
+    assert!(output.status.success(), "eddy failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Microseconds since the epoch of `YYYY-MM-DDTHH:MM:SS[.fff…]Z` on 1969-12-31 or in
+/// January 1970.
+fn micros(text: &str) -> i64 {
+    let (date, time) =
+        text.trim_end_matches('Z').trim_end_matches("+00:00").split_once('T').expect("an RFC 3339 timestamp");
+    let day: i64 = match date {
+        "1969-12-31" => 0,
+        _ if date.starts_with("1970-01-") => date[8..10].parse().expect("day"),
+        _ => panic!("{text} is not near the epoch"),
+    };
+    let (hms, fraction) = time.split_once('.').unwrap_or((time, ""));
+    let parts: Vec<i64> = hms.split(':').map(|p| p.parse().expect("number")).collect();
+    let fraction = format!("{fraction:0<6}");
+    let sub: i64 = fraction[..6].parse().expect("fraction");
+    ((day - 1) * 86_400 + parts[0] * 3600 + parts[1] * 60 + parts[2]) * SECOND + sub
+}
+
+/// A query over `user STRING, amount BIGINT, ts TIMESTAMP` (watermark `delay` seconds)
+/// whose batches are the given files, one per trigger; returns each batch's output rows.
+struct Query {
+    dir: tempfile::TempDir,
+    spec: String,
+    files: usize,
+}
+
+impl Query {
+    fn new(stages: &str, delay_seconds: Option<i64>) -> Query {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir(dir.path().join("input")).expect("input");
+        let watermark = delay_seconds
+            .map(|d| format!("watermark = {{ column = \"ts\", delay = \"{d} seconds\" }}"))
+            .unwrap_or_default();
+        let spec = format!(
+            "name = \"stages\"\n[[source]]\nformat = \"json\"\npath = \"input\"\nmax-files-per-trigger = 1\n\
+             schema = \"user STRING, amount BIGINT, ts TIMESTAMP\"\n{watermark}\n\n[trigger]\navailable-now = true\n\n\
+             {stages}\n\n[sink]\nformat = \"json\"\npath = \"out\"\n"
+        );
+        std::fs::write(dir.path().join("pipeline.toml"), &spec).expect("spec");
+        Query { dir, spec, files: 0 }
+    }
+
+    /// Adds one input file of `(user, amount, ts seconds)` rows.
+    fn add(&mut self, rows: &[(&str, i64, i64)]) {
+        let text: String = rows
+            .iter()
+            .map(|(user, amount, ts)| format!("{{\"user\":\"{user}\",\"amount\":{amount},\"ts\":{}}}\n", ts * SECOND))
+            .collect();
+        std::fs::write(self.dir.path().join(format!("input/part-{:03}.jsonl", self.files)), text).expect("file");
+        self.files += 1;
+    }
+
+    fn run(&self) -> String {
+        let spec = self.dir.path().join("pipeline.toml");
+        let checkpoint = self.dir.path().join("checkpoint");
+        check(&eddy(&["run", spec.to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")]))
+    }
+
+    /// Every output row so far, by batch.
+    fn output(&self) -> BTreeMap<u64, Vec<Value>> {
+        let mut batches = BTreeMap::new();
+        let Ok(entries) = std::fs::read_dir(self.dir.path().join("out")) else { return batches };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(batch) = name.strip_prefix("part-").and_then(|n| n.strip_suffix(".jsonl")) else { continue };
+            let text = std::fs::read_to_string(entry.path()).expect("part");
+            let rows = text.lines().map(|line| serde_json::from_str(line).expect("JSON row")).collect();
+            batches.insert(batch.parse().expect("batch number"), rows);
+        }
+        batches
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// A window result row as `(user, start s, end s, count, sum, min, max)`.
+type WindowRow = (String, i64, i64, i64, i64, i64, i64);
+
+fn window_row(row: &Value) -> WindowRow {
+    let s = |name: &str| micros(row[name].as_str().expect("a timestamp")) / SECOND;
+    let i = |name: &str| row[name].as_i64().expect("an integer");
+    (
+        row["user"].as_str().expect("user").to_string(),
+        s("window_start"),
+        s("window_end"),
+        i("count"),
+        i("sum_amount"),
+        i("min_amount"),
+        i("max_amount"),
+    )
+}
+
+/// Tumbling windows of `size` seconds over the rows the watermark rules keep, computed
+/// independently with Spark's rules for a windowed aggregation: a batch judges a row by
+/// its window — late when the window ended at or before the watermark the batch before
+/// it ran with — and its own watermark (max event time of earlier batches − delay)
+/// closes windows whose end is at or before it.
+fn reference_windows(
+    batches: &[Vec<(&str, i64, i64)>],
+    size: i64,
+    delay: i64,
+) -> (Vec<WindowRow>, BTreeSet<(String, i64)>) {
+    let mut max_seen: Option<i64> = None;
+    let mut previous_watermark: Option<i64> = None;
+    let mut windows: BTreeMap<(String, i64), Vec<i64>> = BTreeMap::new();
+    let mut emitted = Vec::new();
+    let mut late = BTreeSet::new();
+    // One more (empty) batch: the watermark moved after the last file.
+    for batch in batches.iter().chain(std::iter::once(&Vec::new())) {
+        let watermark = max_seen.map(|m| m - delay);
+        for (user, amount, ts) in batch {
+            if previous_watermark.is_some_and(|w| ts - ts.rem_euclid(size) + size <= w) {
+                late.insert((user.to_string(), *ts));
+                continue;
+            }
+            windows.entry((user.to_string(), ts - ts.rem_euclid(size))).or_default().push(*amount);
+        }
+        for (_, _, ts) in batch {
+            max_seen = Some(max_seen.map_or(*ts, |m| m.max(*ts)));
+        }
+        if let Some(watermark) = watermark {
+            let closed: Vec<(String, i64)> =
+                windows.keys().filter(|(_, start)| start + size <= watermark).cloned().collect();
+            let mut closed_rows: Vec<WindowRow> = closed
+                .iter()
+                .map(|key| {
+                    let amounts = windows.remove(key).expect("window");
+                    let (min, max) = (*amounts.iter().min().expect("rows"), *amounts.iter().max().expect("rows"));
+                    (key.0.clone(), key.1, key.1 + size, amounts.len() as i64, amounts.iter().sum(), min, max)
+                })
+                .collect();
+            closed_rows.sort_by_key(|row| (row.1, row.0.clone()));
+            emitted.extend(closed_rows);
+        }
+        previous_watermark = watermark;
+    }
+    (emitted, late)
+}
+
+const WINDOW_STAGE: &str = "[[stage]]\nname = \"per-user\"\n[stage.window]\ntime-column = \"ts\"\nsize = \"10 seconds\"\n\
+     group-by = [\"user\"]\naggregates = [\"count\", \"sum(amount)\", \"min(amount)\", \"max(amount)\"]\n";
+
+#[test]
+fn tumbling_windows_in_append_mode_match_the_reference_around_the_watermark() {
+    // Watermark delay 10 s. Batch 0 sees up to 40 s → batch 1 runs with watermark 30 s
+    // and judges by none; batch 2 judges by 30 s: a row at 25 is late (its window ends
+    // exactly at 30), a row at exactly 30 is not (its window [30, 40) is open), a row
+    // at 3 is far behind.
+    let batches: Vec<Vec<(&str, i64, i64)>> = vec![
+        vec![("a", 1, 1), ("a", 2, 4), ("b", 5, 9), ("a", 3, 12), ("b", 7, 40)],
+        vec![("a", 4, 15), ("b", 1, 33), ("a", 6, 50)],
+        vec![("a", 100, 25), ("b", 8, 30), ("a", 9, 3), ("b", 2, 61)],
+    ];
+    let mut query = Query::new(&format!("{WINDOW_STAGE}output-mode = \"append\"\n"), Some(10));
+    for batch in &batches {
+        query.add(batch);
+    }
+    query.run();
+    let printed: Vec<WindowRow> = query.output().values().flatten().map(window_row).collect();
+    let (expected, late) = reference_windows(&batches, 10, 10);
+    assert!(late.contains(&("a".to_string(), 25)) && late.contains(&("a".to_string(), 3)), "{late:?}");
+    assert!(!late.contains(&("b".to_string(), 30)));
+    assert!(expected.iter().any(|row| row == &("b".to_string(), 30, 40, 2, 9, 1, 8)), "{expected:?}");
+    assert_eq!(printed, expected);
+    // Nothing is emitted twice, and the windows still open are in state.
+    let state = check(&eddy(&[
+        "state",
+        "read",
+        query.path().join("checkpoint").to_str().expect("path"),
+        "--operator",
+        "per-user",
+    ]));
+    assert!(state.contains("\"windows\""), "{state}");
+}
+
+#[test]
+fn update_mode_outputs_every_changed_window_each_batch_and_complete_mode_all_of_them() {
+    let batches: Vec<Vec<(&str, i64, i64)>> =
+        vec![vec![("a", 1, 1), ("b", 2, 2)], vec![("a", 3, 5), ("a", 4, 11)], vec![("b", 5, 3)]];
+    for mode in ["update", "complete"] {
+        let mut query = Query::new(&format!("{WINDOW_STAGE}output-mode = \"{mode}\"\n"), None);
+        for batch in &batches {
+            query.add(batch);
+        }
+        query.run();
+        let output = query.output();
+        // Independently: the windows after each batch, all or the changed ones.
+        let mut windows: BTreeMap<(String, i64), Vec<i64>> = BTreeMap::new();
+        for (index, batch) in batches.iter().enumerate() {
+            let mut changed = BTreeSet::new();
+            for (user, amount, ts) in batch {
+                let key = (user.to_string(), ts - ts.rem_euclid(10));
+                windows.entry(key.clone()).or_default().push(*amount);
+                changed.insert(key);
+            }
+            let mut expected: Vec<WindowRow> = windows
+                .iter()
+                .filter(|(key, _)| mode == "complete" || changed.contains(*key))
+                .map(|((user, start), a)| {
+                    (
+                        user.clone(),
+                        *start,
+                        start + 10,
+                        a.len() as i64,
+                        a.iter().sum(),
+                        *a.iter().min().expect("rows"),
+                        *a.iter().max().expect("rows"),
+                    )
+                })
+                .collect();
+            expected.sort_by_key(|row| (row.1, row.0.clone()));
+            let printed: Vec<WindowRow> = output[&(index as u64)].iter().map(window_row).collect();
+            assert_eq!(printed, expected, "{mode}, batch {index}");
+        }
+    }
+}
+
+#[test]
+fn append_mode_without_a_watermark_is_refused_with_spark_s_reason() {
+    let query = Query::new(&format!("{WINDOW_STAGE}output-mode = \"append\"\n"), None);
+    let output = eddy(&["run", query.path().join("pipeline.toml").to_str().expect("path")]);
+    assert!(!output.status.success());
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(error.contains("stage 'per-user'") && error.contains("append mode needs a watermark"), "{error}");
+}
+
+#[test]
+fn sliding_and_session_windows_match_the_reference() {
+    let rows = vec![("a", 1, 1), ("a", 2, 4), ("a", 3, 12), ("b", 4, 7), ("a", 5, 30), ("a", 6, 33)];
+    // Sliding: 10 s every 5 s, complete mode after one batch.
+    let sliding = "[[stage]]\n[stage.window]\ntime-column = \"ts\"\nsize = \"10 seconds\"\nslide = \"5 seconds\"\n\
+         group-by = [\"user\"]\naggregates = [\"count\", \"sum(amount)\", \"min(amount)\", \"max(amount)\"]\noutput-mode = \"complete\"\n";
+    let mut query = Query::new(sliding, None);
+    query.add(&rows);
+    query.run();
+    let printed: Vec<WindowRow> = query.output()[&0].iter().map(window_row).collect();
+    let mut expected: BTreeMap<(String, i64), Vec<i64>> = BTreeMap::new();
+    for (user, amount, ts) in &rows {
+        for start in (ts - 9..=*ts).filter(|s| s.rem_euclid(5) == 0) {
+            expected.entry((user.to_string(), start)).or_default().push(*amount);
+        }
+    }
+    let mut expected: Vec<WindowRow> = expected
+        .into_iter()
+        .map(|((user, start), a)| {
+            (
+                user,
+                start,
+                start + 10,
+                a.len() as i64,
+                a.iter().sum(),
+                *a.iter().min().expect("rows"),
+                *a.iter().max().expect("rows"),
+            )
+        })
+        .collect();
+    expected.sort_by_key(|row| (row.1, row.0.clone()));
+    assert_eq!(printed, expected);
+
+    // Sessions with a 5 s gap: a: {1, 4} → [1, 9), {12} → [12, 17), {30, 33} → [30, 38);
+    // b: {7} → [7, 12). A later row at 8 for a bridges [1, 9) and [12, 17).
+    let session = "[[stage]]\n[stage.window]\ntime-column = \"ts\"\ngap = \"5 seconds\"\n\
+         group-by = [\"user\"]\naggregates = [\"count\", \"sum(amount)\", \"min(amount)\", \"max(amount)\"]\noutput-mode = \"complete\"\n";
+    let mut query = Query::new(session, None);
+    query.add(&rows);
+    query.add(&[("a", 10, 8)]);
+    query.run();
+    let output = query.output();
+    let first: Vec<WindowRow> = output[&0].iter().map(window_row).collect();
+    assert_eq!(
+        first,
+        vec![
+            ("a".into(), 1, 9, 2, 3, 1, 2),
+            ("b".into(), 7, 12, 1, 4, 4, 4),
+            ("a".into(), 12, 17, 1, 3, 3, 3),
+            ("a".into(), 30, 38, 2, 11, 5, 6),
+        ]
+    );
+    let second: Vec<WindowRow> = output[&1].iter().map(window_row).collect();
+    assert_eq!(
+        second,
+        vec![("a".into(), 1, 17, 4, 16, 1, 10), ("b".into(), 7, 12, 1, 4, 4, 4), ("a".into(), 30, 38, 2, 11, 5, 6)]
+    );
+}
+
+#[test]
+fn dedup_keeps_first_occurrences_forgets_past_the_watermark_and_within_it() {
+    // dropDuplicates(user, ts) with a 10 s watermark: (a, 5) twice → once; after the
+    // watermark passes 5, a new (a, 5) would be late anyway (dropped by the watermark).
+    let mut query = Query::new("[[stage]]\nname = \"dedup\"\n[stage.dedup]\nkey = [\"user\", \"ts\"]\n", Some(10));
+    query.add(&[("a", 1, 5), ("a", 2, 5), ("b", 3, 5)]);
+    query.add(&[("a", 4, 5), ("c", 5, 40)]);
+    query.add(&[("a", 6, 5), ("d", 7, 60)]);
+    query.run();
+    let rows: Vec<(String, i64)> = query
+        .output()
+        .values()
+        .flatten()
+        .map(|row| (row["user"].as_str().expect("user").to_string(), row["amount"].as_i64().expect("amount")))
+        .collect();
+    assert_eq!(rows, [("a".to_string(), 1), ("b".to_string(), 3), ("c".to_string(), 5), ("d".to_string(), 7)]);
+
+    // dropDuplicatesWithinWatermark(user), delay 10 s: a at 0 is remembered until the
+    // watermark reaches 10.
+    let mut query = Query::new("[[stage]]\n[stage.dedup]\nkey = [\"user\"]\nwithin-watermark = true\n", Some(10));
+    query.add(&[("a", 1, 0), ("a", 2, 3)]);
+    query.add(&[("a", 3, 9), ("z", 4, 30)]);
+    query.add(&[("a", 5, 25)]);
+    query.add(&[("a", 6, 40)]);
+    query.run();
+    let rows: Vec<i64> = query.output().values().flatten().map(|row| row["amount"].as_i64().expect("amount")).collect();
+    // a at 25 comes while a is still remembered (a batch evicts after its rows, as in
+    // Spark); the batch's watermark (20) then passes 0 + 10, so a at 40 is new again.
+    assert_eq!(rows, [1, 4, 6]);
+}
+
+#[test]
+fn dedup_without_a_watermark_must_say_forever() {
+    let query = Query::new("[[stage]]\n[stage.dedup]\nkey = [\"user\"]\n", None);
+    let output = eddy(&["run", query.path().join("pipeline.toml").to_str().expect("path")]);
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(error.contains("state = \\\"forever\\\"") || error.contains("state = \"forever\""), "{error}");
+    let mut query = Query::new("[[stage]]\n[stage.dedup]\nkey = [\"user\"]\nstate = \"forever\"\n", None);
+    query.add(&[("a", 1, 0), ("b", 2, 1), ("a", 3, 2)]);
+    query.add(&[("a", 4, 1000), ("c", 5, 1)]);
+    query.run();
+    let rows: Vec<i64> = query.output().values().flatten().map(|row| row["amount"].as_i64().expect("amount")).collect();
+    assert_eq!(rows, [1, 2, 5]);
+}
+
+#[test]
+fn sql_joins_a_static_table_and_refuses_what_cannot_run_per_batch() {
+    let stages = "[[table]]\nname = \"users\"\nformat = \"csv\"\npath = \"users.csv\"\nschema = \"id STRING, tier STRING\"\n\n\
+         [[stage]]\nsql = \"SELECT i.user, u.tier, i.amount * 2 AS doubled FROM input i LEFT JOIN users u ON i.user = u.id WHERE i.amount > 1\"\n";
+    let mut query = Query::new(stages, None);
+    std::fs::write(query.path().join("users.csv"), "id,tier\na,gold\nb,silver\n").expect("table");
+    query.add(&[("a", 5, 1), ("b", 1, 2), ("c", 7, 3)]);
+    query.run();
+    let mut rows: Vec<(String, Value, i64)> = query
+        .output()
+        .values()
+        .flatten()
+        .map(|row| {
+            (row["user"].as_str().expect("user").to_string(), row["tier"].clone(), row["doubled"].as_i64().expect("n"))
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(rows, [("a".to_string(), Value::from("gold"), 10), ("c".to_string(), Value::Null, 14)]);
+
+    for (sql, reason) in [
+        ("SELECT user, count(*) FROM input GROUP BY user", "use a window stage"),
+        ("SELECT * FROM input ORDER BY ts", "ORDER BY"),
+        ("SELECT * FROM input LIMIT 3", "LIMIT"),
+        ("SELECT a.user FROM input a JOIN input b ON a.user = b.user", "with itself"),
+    ] {
+        let query = Query::new(&format!("[[stage]]\nsql = \"{sql}\"\n"), None);
+        let output = eddy(&["run", query.path().join("pipeline.toml").to_str().expect("path")]);
+        let error = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success() && error.contains(reason), "{sql}: {error}");
+    }
+}
+
+#[test]
+fn a_chain_sql_dedup_window_restarts_mid_stream_and_continues_exactly() {
+    let stages = "[[stage]]\nname = \"clean\"\nsql = \"SELECT user, amount, ts FROM input WHERE amount >= 0\"\n\n\
+         [[stage]]\nname = \"dedup\"\n[stage.dedup]\nkey = [\"user\", \"ts\"]\n\n\
+         [[stage]]\nname = \"per-user\"\n[stage.window]\ntime-column = \"ts\"\nsize = \"10 seconds\"\ngroup-by = [\"user\"]\n\
+         aggregates = [\"count\", \"sum(amount)\", \"min(amount)\", \"max(amount)\"]\noutput-mode = \"append\"\n";
+    let batches: Vec<Vec<(&str, i64, i64)>> = vec![
+        vec![("a", 1, 1), ("a", 1, 1), ("a", -5, 2), ("b", 2, 3), ("a", 3, 14)],
+        vec![("a", 4, 14), ("b", 5, 25), ("a", 6, 31)],
+        vec![("b", 7, 42), ("a", 8, 55)],
+    ];
+    // One run over everything, and one that stops after the first file and restarts.
+    let mut whole = Query::new(stages, Some(5));
+    batches.iter().for_each(|batch| whole.add(batch));
+    whole.run();
+    let mut restarted = Query::new(stages, Some(5));
+    restarted.add(&batches[0]);
+    restarted.run();
+    restarted.add(&batches[1]);
+    restarted.add(&batches[2]);
+    restarted.run();
+    let rows = |q: &Query| -> Vec<WindowRow> { q.output().values().flatten().map(window_row).collect() };
+    // Independently: negative amounts filtered, (user, ts) duplicates dropped, windows.
+    let cleaned: Vec<Vec<(&str, i64, i64)>> = {
+        let mut seen = BTreeSet::new();
+        batches
+            .iter()
+            .map(|batch| batch.iter().filter(|(u, a, t)| *a >= 0 && seen.insert((*u, *t))).copied().collect())
+            .collect()
+    };
+    let (expected, _) = reference_windows(&cleaned, 10, 5);
+    assert_eq!(rows(&whole), expected);
+    assert_eq!(rows(&restarted), expected);
+    assert_eq!(whole.spec, restarted.spec);
+}
+
+#[test]
+fn a_stateful_stage_after_a_window_in_update_mode_is_refused() {
+    let stages = format!(
+        "{WINDOW_STAGE}output-mode = \"update\"\n\n[[stage]]\nname = \"after\"\n[stage.dedup]\nkey = [\"user\"]\nstate = \"forever\"\n"
+    );
+    let query = Query::new(&stages, Some(5));
+    let output = eddy(&["run", query.path().join("pipeline.toml").to_str().expect("path")]);
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(error.contains("stage 'after'") && error.contains("follows window stage 'per-user'"), "{error}");
+}

@@ -376,8 +376,19 @@ fn sql_joins_a_static_table_and_refuses_what_cannot_run_per_batch() {
         ("SELECT * FROM input ORDER BY ts", "ORDER BY"),
         ("SELECT * FROM input LIMIT 3", "LIMIT"),
         ("SELECT a.user FROM input a JOIN input b ON a.user = b.user", "with itself"),
+        ("SELECT DISTINCT user FROM input", "use a window stage"),
+        ("SELECT * FROM input WHERE amount > (SELECT avg(amount) FROM input)", "use a window stage"),
+        ("SELECT u.id FROM users u LEFT JOIN input i ON i.user = u.id", "static table's rows"),
+        ("SELECT user, random() AS r FROM input", "random() gives other values"),
+        ("INSERT INTO users SELECT user, user FROM input", "does not plan"),
     ] {
-        let query = Query::new(&format!("[[stage]]\nsql = \"{sql}\"\n"), None);
+        let query = Query::new(
+            &format!(
+                "[[table]]\nname = \"users\"\nformat = \"csv\"\npath = \"users.csv\"\nschema = \"id STRING, tier STRING\"\n\n[[stage]]\nsql = \"{sql}\"\n"
+            ),
+            None,
+        );
+        std::fs::write(query.path().join("users.csv"), "id,tier\na,gold\n").expect("table");
         let output = eddy(&["run", query.path().join("pipeline.toml").to_str().expect("path")]);
         let error = String::from_utf8_lossy(&output.stderr);
         assert!(!output.status.success() && error.contains(reason), "{sql}: {error}");
@@ -429,5 +440,27 @@ fn a_stateful_stage_after_a_window_in_update_mode_is_refused() {
     let output = eddy(&["run", query.path().join("pipeline.toml").to_str().expect("path")]);
     let error = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
-    assert!(error.contains("stage 'after'") && error.contains("follows window stage 'per-user'"), "{error}");
+    assert!(error.contains("stage 'after'") && error.contains("follows stage 'per-user'"), "{error}");
+}
+
+#[test]
+fn sql_results_of_other_types_become_eddy_s_and_can_be_keys() {
+    // CAST(… AS INT) is Int32 and a string literal Utf8View in DataFusion: both become
+    // eddy types (BIGINT, STRING), so a window can group by them.
+    let stages = "[[stage]]\nsql = \"SELECT user, CAST(amount % 2 AS INT) AS parity, 'x' AS tag, ts FROM input\"\n\n\
+         [[stage]]\n[stage.window]\ntime-column = \"ts\"\nsize = \"10 seconds\"\ngroup-by = [\"parity\", \"tag\"]\naggregates = [\"count\"]\noutput-mode = \"complete\"\n";
+    let mut query = Query::new(stages, None);
+    query.add(&[("a", 1, 1), ("b", 2, 2), ("c", 3, 3)]);
+    query.run();
+    let rows: Vec<(i64, String, i64)> = query.output()[&0]
+        .iter()
+        .map(|row| {
+            (
+                row["parity"].as_i64().expect("parity"),
+                row["tag"].as_str().expect("tag").to_string(),
+                row["count"].as_i64().expect("count"),
+            )
+        })
+        .collect();
+    assert_eq!(rows, [(0, "x".to_string(), 1), (1, "x".to_string(), 2)]);
 }

@@ -67,8 +67,8 @@ fn open_stages(
 ) -> Result<Vec<Box<dyn Stage>>> {
     let mut input = pipeline.sources[0].schema.clone();
     let mut stages: Vec<Box<dyn Stage>> = Vec::with_capacity(pipeline.stages.len());
-    // A window stage in update or complete mode outputs rows that change later: Spark
-    // refuses any stateful operator after it, and so does eddy.
+    // A window or processor stage in update or complete mode outputs rows that change
+    // later: Spark refuses any stateful operator after it, and so does eddy.
     let mut changing_rows_from: Option<&str> = None;
     for spec in &pipeline.stages {
         let place = || format!("{}:{}: stage '{}'", pipeline.file.display(), spec.line, spec.name);
@@ -76,20 +76,24 @@ fn open_stages(
             && !matches!(spec.kind, StageKind::Sql(_))
         {
             anyhow::bail!(
-                "{}: it follows window stage '{window}', whose update or complete output mode emits rows that change later; \
-                 a stateful stage after an aggregation needs append mode (as in Spark), so make '{window}' append",
+                "{}: it follows stage '{window}', whose update or complete output mode emits rows that change later; \
+                 a stateful stage after it needs append mode there (as in Spark), so make '{window}' append",
                 place()
             );
         }
-        if let StageKind::Window(window) = &spec.kind
-            && window.output_mode != crate::contract::OutputMode::Append
-        {
+        let changing = match &spec.kind {
+            StageKind::Window(window) => window.output_mode != crate::contract::OutputMode::Append,
+            StageKind::Processor(processor) => processor.output_mode != crate::contract::OutputMode::Append,
+            _ => false,
+        };
+        if changing {
             changing_rows_from = Some(&spec.name);
         }
         let (stage, state_schema): (Box<dyn Stage>, Option<OperatorStateSchema>) = match &spec.kind {
             StageKind::Processor(processor) => {
-                let (operator, schema) =
-                    open_processor(pipeline, spec, processor, &input, store, module_cache.clone())?;
+                let opened = open_processor(pipeline, spec, processor, &input, store, module_cache.clone());
+                // A lone processor's errors are about the processor; in a chain, name the stage.
+                let (operator, schema) = if pipeline.stages.len() > 1 { opened.with_context(place)? } else { opened? };
                 (Box::new(operator), Some(schema))
             }
             StageKind::Sql(query) => {

@@ -46,9 +46,14 @@ impl DedupStage {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let time_index = match spec.retention {
-            DedupRetention::Forever => None,
-            _ => Some(event_time_index(input)?),
+        for (index, column) in key_indices.iter().zip(&spec.key) {
+            if crate::contract::rows::contract_type(input.field(*index).data_type()).is_none() {
+                bail!("dedup key column '{column}' is {}, which cannot be a key", input.field(*index).data_type());
+            }
+        }
+        let time_index = match (&spec.retention, &spec.event_time_column) {
+            (DedupRetention::Forever, _) | (_, None) => None,
+            (_, Some(column)) => Some(event_time_index(input, column)?),
         };
         Ok(DedupStage {
             name: stage.name.clone(),
@@ -84,23 +89,18 @@ impl DedupStage {
     }
 }
 
-/// The index of the input's event-time column: the one TIMESTAMP column named by the
-/// source's watermark reaches every stage under the same name.
-fn event_time_index(input: &SchemaRef) -> Result<usize> {
-    let timestamps: Vec<usize> = input
-        .fields()
-        .iter()
-        .enumerate()
-        .filter(|(_, field)| matches!(field.data_type(), DataType::Timestamp(_, _)))
-        .map(|(index, _)| index)
-        .collect();
-    match timestamps.as_slice() {
-        [index] => Ok(*index),
-        _ => bail!(
-            "deduplication with a watermark needs exactly one TIMESTAMP column (the event time) among its input columns ({})",
+/// The index of the event-time column (the watermark's) in the stage's input.
+fn event_time_index(input: &SchemaRef, column: &str) -> Result<usize> {
+    let index = input.index_of(column).map_err(|_| {
+        anyhow::anyhow!(
+            "deduplication with a watermark needs the event-time column '{column}' among its input columns ({})",
             column_names(input)
-        ),
+        )
+    })?;
+    if !matches!(input.field(index).data_type(), DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, _)) {
+        bail!("the event-time column '{column}' is {}, not a TIMESTAMP", input.field(index).data_type());
     }
+    Ok(index)
 }
 
 fn column_names(schema: &SchemaRef) -> String {

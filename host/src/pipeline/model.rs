@@ -287,6 +287,8 @@ pub struct DedupSpec {
     pub key: Vec<String>,
     /// How long a key is remembered.
     pub retention: DedupRetention,
+    /// The watermark's event-time column, when the query has one.
+    pub event_time_column: Option<String>,
 }
 
 /// How long a deduplication stage remembers a key.

@@ -209,6 +209,7 @@ pub(super) fn operator_spec(
     op: &RawOperator,
     prefix: &str,
     source: &SourceSpec,
+    reads_source: bool,
 ) -> Result<OperatorSpec> {
     let schema = &source.schema;
     let module = base.join(op.module.get_ref());
@@ -222,7 +223,8 @@ pub(super) fn operator_spec(
     if op.key.get_ref().is_empty() {
         return Err(at.at(&op.key, &format!("{prefix}.key"), "expected at least one key column"));
     }
-    for column in op.key.get_ref() {
+    // A stage after another reads that one's columns: checked when the stages open.
+    for column in op.key.get_ref().iter().filter(|_| reads_source) {
         if schema.index_of(column).is_err() {
             let columns: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
             return Err(at.at(

@@ -79,7 +79,7 @@ pub(super) fn stage_specs(
             at.file().display()
         )),
         (Some(operator), None) => {
-            let spec = operator_spec(at, base, operator.get_ref(), "operator", source)?;
+            let spec = operator_spec(at, base, operator.get_ref(), "operator", source, true)?;
             Ok(vec![StageSpec {
                 name: "processor".into(),
                 operator_id: 0,
@@ -140,7 +140,14 @@ fn stage_spec(at: &Locator, base: &Path, index: usize, raw: &RawStage, source: &
     } else if let Some(dedup) = &raw.dedup {
         StageKind::Dedup(dedup_spec(at, &format!("{key}.dedup"), dedup, source)?)
     } else if let Some(processor) = &raw.processor {
-        StageKind::Processor(operator_spec(at, base, processor.get_ref(), &format!("{key}.processor"), source)?)
+        StageKind::Processor(operator_spec(
+            at,
+            base,
+            processor.get_ref(),
+            &format!("{key}.processor"),
+            source,
+            index == 0,
+        )?)
     } else {
         unreachable!("exactly one kind was checked above")
     };
@@ -218,7 +225,10 @@ fn window_spec(at: &Locator, key: &str, raw: &Spanned<RawWindow>) -> Result<Wind
     for text in window.aggregates.get_ref() {
         let aggregate = parse_aggregate(text)
             .map_err(|problem| at.at(&window.aggregates, &format!("{key}.aggregates"), problem))?;
-        if aggregates.iter().any(|a| a.name == aggregate.name) || window.group_by.contains(&aggregate.name) {
+        if aggregates.iter().any(|a| a.name == aggregate.name)
+            || window.group_by.contains(&aggregate.name)
+            || ["window_start", "window_end"].contains(&aggregate.name.as_str())
+        {
             return Err(at.at(
                 &window.aggregates,
                 &format!("{key}.aggregates"),
@@ -324,7 +334,8 @@ fn dedup_spec(at: &Locator, key: &str, raw: &Spanned<RawDedup>, source: &SourceS
             DedupRetention::UntilWatermark
         }
     };
-    Ok(DedupSpec { key: dedup.key.get_ref().clone(), retention })
+    let event_time_column = source.watermark.as_ref().map(|watermark| watermark.column.clone());
+    Ok(DedupSpec { key: dedup.key.get_ref().clone(), retention, event_time_column })
 }
 
 /// The static tables `[[table]]` declares.

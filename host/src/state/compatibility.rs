@@ -103,6 +103,19 @@ pub fn write_schema_file(checkpoint: &CheckpointDir, operator: u16, schema: &Ope
 /// Everything that changed in a way the stored state cannot follow.
 fn incompatible_changes(stored: &OperatorStateSchema, current: &OperatorStateSchema) -> Vec<String> {
     let mut changes = Vec::new();
+    if !stored.stage.is_empty() && !current.stage.is_empty() && stored.stage != current.stage {
+        changes.push(format!(
+            "its state belongs to stage '{}', but stage '{}' is in that place now (stages were added, removed or reordered)",
+            stored.stage, current.stage
+        ));
+    }
+    let builtin = |schema: &OperatorStateSchema| schema.module_sha256.starts_with("builtin:");
+    if (builtin(stored) || builtin(current)) && stored.module_sha256 != current.module_sha256 {
+        changes.push(format!(
+            "stage '{}' changed what its state means (from {} to {})",
+            current.stage, stored.module_sha256, current.module_sha256
+        ));
+    }
     if stored.key_columns != current.key_columns {
         changes.push(format!("the key columns changed from {:?} to {:?}", stored.key_columns, current.key_columns));
     }

@@ -12,12 +12,12 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use arrow::array::RecordBatch;
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow_datafusion::datatypes::SchemaRef as DfSchemaRef;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::datasource::MemTable;
 use datafusion::logical_expr::LogicalPlan;
-use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 
 use super::stage::{BatchTime, Stage, StageOutput, StageStats};
 use crate::decode::decode_file;
@@ -58,51 +58,141 @@ impl SqlStage {
         let input_schema = bridge::schema_to_datafusion(input)?;
         context.register_table(INPUT_TABLE, Arc::new(MemTable::try_new(input_schema.clone(), vec![vec![]])?))?;
         let plan = runtime
-            .block_on(async { context.sql(query).await.map(|frame| frame.logical_plan().clone()) })
+            .block_on(async {
+                let options =
+                    SQLOptions::new().with_allow_ddl(false).with_allow_dml(false).with_allow_statements(false);
+                context.sql_with_options(query, options).await.map(|frame| frame.logical_plan().clone())
+            })
             .map_err(|error| anyhow::anyhow!("the SQL query does not plan: {error}"))?;
         check_incremental(&plan)?;
         let planned = bridge::schema_from_datafusion(plan.schema().as_arrow())?;
-        let fields: Vec<_> = planned.fields().iter().map(|field| field.as_ref().clone().with_nullable(true)).collect();
+        let fields = planned
+            .fields()
+            .iter()
+            .map(|field| match eddy_type(field.data_type()) {
+                Some(data_type) => Ok(Field::new(field.name(), data_type, true)),
+                None => Err(anyhow::anyhow!(
+                    "the query's column '{}' is {}, which eddy has no type for: cast it to BIGINT, DOUBLE, STRING, BOOLEAN, BINARY or TIMESTAMP",
+                    field.name(),
+                    field.data_type()
+                )),
+            })
+            .collect::<Result<Vec<_>>>()?;
         let output_schema = Arc::new(Schema::new(fields));
         Ok(SqlStage { name: name.to_string(), query: query.to_string(), context, runtime, input_schema, output_schema })
     }
 }
 
-/// Refuses a plan that needs more than one batch's rows at a time.
+/// Refuses a plan that needs more than one batch's rows at a time, re-emits a static
+/// table's rows each batch, or gives other rows on a replay after a crash.
 fn check_incremental(plan: &LogicalPlan) -> Result<()> {
-    let mut input_scans = 0;
-    let mut problem: Option<&'static str> = None;
-    plan.apply(|node| {
+    let mut problem: Option<String> = None;
+    let mut refuse = |text: &str| {
+        problem.get_or_insert_with(|| text.to_string());
+    };
+    plan.apply_with_subqueries(|node| {
         match node {
-            LogicalPlan::Aggregate(_) => {
-                problem.get_or_insert(
-                    "an aggregation (GROUP BY, DISTINCT, count(*)) spans batches: use a window stage ([stage.window]) for aggregates over event time, or a dedup stage ([stage.dedup]) for DISTINCT",
-                );
+            LogicalPlan::Aggregate(_) | LogicalPlan::Distinct(_) => refuse(
+                "an aggregation (GROUP BY, DISTINCT, UNION, count(*)) spans batches: use a window stage ([stage.window]) \
+                 for aggregates over event time, or a dedup stage ([stage.dedup]) for DISTINCT",
+            ),
+            LogicalPlan::Sort(_) => refuse("ORDER BY would order one batch only: leave it out (a sink keeps each batch's order)"),
+            LogicalPlan::Limit(_) => refuse("LIMIT would apply per batch: leave it out"),
+            LogicalPlan::Window(_) => refuse("a window function (OVER) spans batches: use a window stage or a processor stage"),
+            LogicalPlan::Join(join) => {
+                let (left, right) = (reads_input(&join.left), reads_input(&join.right));
+                use datafusion::logical_expr::JoinType::*;
+                if left && right {
+                    refuse("the query joins `input` with itself: that needs state; use a processor stage");
+                }
+                let static_side_kept = match join.join_type {
+                    Left | LeftSemi | LeftAnti | LeftMark => right && !left,
+                    Right | RightSemi | RightAnti | RightMark => left && !right,
+                    Full => true,
+                    Inner => false,
+                };
+                if static_side_kept {
+                    refuse("this join keeps a static table's rows whether the batch matches or not, so they would be output every batch (Spark refuses it too): join so that `input` is the preserved side, or use an inner join");
+                }
             }
-            LogicalPlan::Sort(_) => {
-                problem.get_or_insert("ORDER BY would order one batch only: leave it out (a sink keeps each batch's order)");
+            LogicalPlan::Union(union) if union.inputs.iter().any(|branch| !reads_input(branch)) => {
+                refuse("a UNION branch that does not read `input` would output its rows every batch");
             }
-            LogicalPlan::Limit(_) => {
-                problem.get_or_insert("LIMIT would apply per batch: leave it out");
-            }
-            LogicalPlan::Window(_) => {
-                problem.get_or_insert("a window function (OVER) spans batches: use a window stage or a processor stage");
-            }
-            LogicalPlan::TableScan(scan) if scan.table_name.table() == INPUT_TABLE => input_scans += 1,
             _ => {}
+        }
+        for expr in node.expressions() {
+            expr.apply(|e| {
+                if let datafusion::logical_expr::Expr::ScalarFunction(call) = e
+                    && REPLAY_UNSAFE.contains(&call.name())
+                {
+                    refuse(&format!(
+                        "{}() gives other values when a batch runs again after a crash: use the rows' own columns (the event time) instead",
+                        call.name()
+                    ));
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })?;
         }
         Ok(TreeNodeRecursion::Continue)
     })?;
     if let Some(problem) = problem {
         bail!("{problem}");
     }
-    if input_scans > 1 {
-        bail!("the query reads `input` twice: a join of the stream with itself needs state; use a processor stage");
-    }
-    if input_scans == 0 {
+    if !reads_input(plan) {
         bail!("the query does not read the table `input` (the batch's rows)");
     }
     Ok(())
+}
+
+/// Functions whose results differ between a batch and its replay.
+const REPLAY_UNSAFE: &[&str] = &["now", "current_timestamp", "current_date", "current_time", "random", "uuid"];
+
+/// Whether `plan` scans the table `input`.
+fn reads_input(plan: &LogicalPlan) -> bool {
+    let mut found = false;
+    let _ = plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::TableScan(scan) = node
+            && scan.table_name.table() == INPUT_TABLE
+        {
+            found = true;
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    found
+}
+
+/// The eddy type a DataFusion result column becomes (`None`: none fits).
+fn eddy_type(data_type: &arrow::datatypes::DataType) -> Option<arrow::datatypes::DataType> {
+    use arrow::datatypes::DataType::*;
+    Some(match data_type {
+        Boolean => Boolean,
+        Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 => Int64,
+        Float16 | Float32 | Float64 | Decimal128(_, _) | Decimal256(_, _) => Float64,
+        Utf8 | LargeUtf8 | Utf8View => Utf8,
+        Binary | LargeBinary | BinaryView | FixedSizeBinary(_) => Binary,
+        Timestamp(_, _) | Date32 | Date64 => crate::contract::rows::arrow_type(crate::contract::DataType::Timestamp),
+        _ => return None,
+    })
+}
+
+/// `batch` with each column cast to the type of `schema`'s column.
+fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(column, field)| {
+            if column.data_type() == field.data_type() {
+                Ok(column.clone())
+            } else {
+                arrow::compute::cast(column, field.data_type())
+                    .with_context(|| format!("column '{}' cannot be cast to {}", field.name(), field.data_type()))
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    Ok(RecordBatch::try_new_with_options(schema.clone(), columns, &options)?)
 }
 
 /// Every row of a static table.
@@ -179,7 +269,10 @@ impl Stage for SqlStage {
         let rows = batches
             .into_iter()
             .filter(|batch| batch.num_rows() > 0)
-            .map(|batch| bridge::from_datafusion(&batch, &self.output_schema))
+            .map(|batch| {
+                let schema = bridge::schema_from_datafusion(batch.schema().as_ref())?;
+                conform(bridge::from_datafusion(&batch, &schema)?, &self.output_schema)
+            })
             .collect::<Result<Vec<_>>>()?;
         let stats = StageStats {
             name: self.name.clone(),

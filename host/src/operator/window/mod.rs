@@ -21,11 +21,12 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result, bail};
 use arrow::array::{Array, RecordBatch, TimestampMicrosecondArray};
-use arrow::datatypes::{DataType, Field, SchemaRef};
+use arrow::datatypes::{DataType, Field, SchemaRef, TimeUnit};
 
 use self::aggregate::{Column, Values, WindowState};
 use super::grouping::group_by_key;
 use super::stage::{BatchTime, Stage, StageOutput, StageStats};
+use crate::contract::rows::contract_type;
 use crate::contract::{OutputMode, Scalar};
 use crate::pipeline::{AggregateFn, StageSpec, WindowKind, WindowSpec};
 use crate::state::{KeyScope, OperatorStateSchema, StateKind, StateStore, StateTxn, Timers, VariableDecl, key};
@@ -62,7 +63,7 @@ impl WindowStage {
                 names()
             )
         })?;
-        if !matches!(input.field(time_index).data_type(), DataType::Timestamp(_, _)) {
+        if !matches!(input.field(time_index).data_type(), DataType::Timestamp(TimeUnit::Microsecond, _)) {
             bail!(
                 "the window's time-column '{}' is {}, not a TIMESTAMP",
                 spec.time_column,
@@ -85,6 +86,11 @@ impl WindowStage {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        for (index, column) in group_indices.iter().zip(&spec.group_by) {
+            if contract_type(input.field(*index).data_type()).is_none() {
+                bail!("group-by column '{column}' is {}, which cannot be a key", input.field(*index).data_type());
+            }
+        }
         let columns = aggregate::resolve(&spec.aggregates, input)?;
         let group_fields: Vec<Field> = group_indices.iter().map(|i| input.field(*i).clone()).collect();
         let output_schema = aggregate::output_schema(&group_fields, &columns);
@@ -222,10 +228,11 @@ impl WindowStage {
                     *window = stored;
                 }
                 Some(_) => {}
-                None => {
+                None if self.spec.output_mode != OutputMode::Complete => {
                     scope.timer_register(txn, window.end);
                     stats.timers_registered += 1;
                 }
+                None => {}
             }
             scope.map_update(txn, &self.windows, &user_key, &cbor(window)?);
             stats.state_rows_updated += 1;
@@ -333,8 +340,9 @@ impl Stage for WindowStage {
         for rows in group_by_key(input, &self.group_indices, self.key_groups).keys() {
             stats.keys_with_input += 1;
             let scope = KeyScope::new(self.operator_id, rows.key_group, rows.key.to_vec(), time.processing_time);
-            let touched =
-                self.add_rows(&mut txn, &scope, rows.rows, &times, &values, time.late_rows_watermark, &mut stats)?;
+            // Complete mode keeps every window and so drops no row as late (as Spark).
+            let late = time.late_rows_watermark.filter(|_| self.spec.output_mode != OutputMode::Complete);
+            let touched = self.add_rows(&mut txn, &scope, rows.rows, &times, &values, late, &mut stats)?;
             if self.spec.output_mode == OutputMode::Update && !touched.is_empty() {
                 let group = key::decode(rows.key).context("a group key does not decode")?;
                 changed.extend(touched.into_iter().map(|w| (group.clone(), w)));

@@ -100,6 +100,19 @@ fn open_stages(
                 (Box::new(SqlStage::open(&spec.name, query, &input, &pipeline.tables).with_context(place)?), None)
             }
             StageKind::Window(window) => {
+                // The watermark is the event time's: a window over another time column
+                // would be closed by an unrelated clock (Spark ties them too).
+                if let Some(watermark) = &pipeline.sources[0].watermark
+                    && input.index_of(&watermark.column).is_ok()
+                    && window.time_column != watermark.column
+                {
+                    anyhow::bail!(
+                        "{}: the window's time-column is '{}' but the watermark is on '{}'; window on the watermark's column",
+                        place(),
+                        window.time_column,
+                        watermark.column
+                    );
+                }
                 let has_watermark = pipeline.sources.iter().all(|source| source.watermark.is_some());
                 let stage =
                     WindowStage::open(spec, window, &input, pipeline.key_groups, has_watermark).with_context(place)?;

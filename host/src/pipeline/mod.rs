@@ -6,6 +6,7 @@ mod kafka;
 mod limits;
 mod located;
 mod model;
+mod processor_spec;
 mod schema;
 mod sink_spec;
 mod source_spec;
@@ -20,6 +21,6 @@ pub use kafka::{
 };
 pub use limits::{CHANGE_OVERHEAD_BYTES, InstanceLimits, Limit, parse_size, show_bytes};
 pub use model::*;
+pub use processor_spec::DEFAULT_KEY_GROUPS;
 pub use schema::{TYPE_NAMES, parse_schema};
-pub use spec::DEFAULT_KEY_GROUPS;
 pub use stage_spec::{DEFAULT_MAX_COMPLETE_ROWS, parse_aggregate};

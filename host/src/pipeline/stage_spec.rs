@@ -12,8 +12,8 @@ use toml::Spanned;
 use super::duration::parse_duration;
 use super::located::Locator;
 use super::model::*;
+use super::processor_spec::{RawOperator, operator_spec};
 use super::schema::parse_schema;
-use super::spec::{RawOperator, operator_spec};
 use crate::contract::OutputMode;
 
 #[derive(Deserialize)]

@@ -263,13 +263,24 @@ impl WindowStage {
             scope.timer_delete(txn, due.expiry);
             stats.timers_fired += 1;
             let group = key::decode(&due.key).context("a window's group key in the state store is not a key")?;
-            for (start, window) in self.load(txn, &scope)? {
-                if window.end == due.expiry {
-                    scope.map_remove(txn, &self.windows, &cbor(&start)?);
-                    stats.entries_evicted += 1;
-                    stats.state_rows_removed += 1;
-                    closed.push((group.clone(), window));
+            let ending = match self.spec.windows {
+                // A fixed window is found by its start: one read, no scan of the key's windows.
+                WindowKind::Tumbling { size_us } | WindowKind::Sliding { size_us, .. } => {
+                    let start = due.expiry - size_us;
+                    match scope.map_get(txn, &self.windows, &cbor(&start)?)? {
+                        Some(raw) => vec![(start, decode(&raw)?)],
+                        None => Vec::new(),
+                    }
                 }
+                WindowKind::Session { .. } => {
+                    self.load(txn, &scope)?.into_iter().filter(|(_, window)| window.end == due.expiry).collect()
+                }
+            };
+            for (start, window) in ending {
+                scope.map_remove(txn, &self.windows, &cbor(&start)?);
+                stats.entries_evicted += 1;
+                stats.state_rows_removed += 1;
+                closed.push((group.clone(), window));
             }
         }
         Ok(closed)
@@ -361,9 +372,8 @@ impl Stage for WindowStage {
                 changed
             }
         };
-        output.sort_by(|(a_key, a), (b_key, b)| {
-            (a.start, a.end, key::encode(a_key)).cmp(&(b.start, b.end, key::encode(b_key)))
-        });
+        // By window, then group (in the keys' encoded order), each key encoded once.
+        output.sort_by_cached_key(|(group, window)| (window.start, window.end, key::encode(group)));
         let rows = aggregate::output_rows(&self.output_schema, self.group_indices.len(), &self.functions, &output)?;
         stats.run_ms = started.elapsed().as_millis() as u64;
         Ok(StageOutput { txns: vec![txn], rows: vec![rows], stats })

@@ -464,3 +464,29 @@ fn sql_results_of_other_types_become_eddy_s_and_can_be_keys() {
         .collect();
     assert_eq!(rows, [(0, "x".to_string(), 1), (1, "x".to_string(), 2)]);
 }
+
+#[test]
+fn windows_at_the_ends_of_time_and_nan_readings_do_not_break_the_stage() {
+    let stages = "[[stage]]\nsql = \"SELECT user, CASE WHEN amount = 0 THEN CAST('NaN' AS DOUBLE) ELSE CAST(amount AS DOUBLE) END AS ratio, ts FROM input\"\n\n\
+         [[stage]]\n[stage.window]\ntime-column = \"ts\"\nsize = \"10 seconds\"\nslide = \"5 seconds\"\ngroup-by = [\"user\"]\n\
+         aggregates = [\"count\", \"min(ratio)\", \"max(ratio)\"]\noutput-mode = \"complete\"\n";
+    // A NaN orders after every number (Spark): it is never the minimum.
+    let mut query = Query::new(stages, None);
+    query.add(&[("a", 0, 1), ("a", 2, 2)]);
+    query.run();
+    let output = query.output();
+    assert_eq!(output[&0].len(), 2, "two sliding windows hold a's rows");
+    for row in &output[&0] {
+        assert_eq!((row["count"].as_i64(), row["min_ratio"].as_f64()), (Some(2), Some(2.0)), "{row}");
+    }
+    // Event times at the ends of i64 make window bounds overflow: those windows are
+    // left out or end at the end of time, and the query runs on (no panic).
+    let query = Query::new(stages, None);
+    let text = format!(
+        "{{\"user\":\"z\",\"amount\":1,\"ts\":{}}}\n{{\"user\":\"y\",\"amount\":1,\"ts\":{}}}\n",
+        i64::MAX,
+        i64::MIN + 1
+    );
+    std::fs::write(query.path().join("input/part-000.jsonl"), text).expect("file");
+    query.run();
+}

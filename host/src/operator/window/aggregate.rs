@@ -43,10 +43,14 @@ impl Number {
         }
     }
 
+    /// Whether `self` orders before `other`; NaN orders after every number (as in Spark).
     fn less(self, other: Number) -> bool {
         match (self, other) {
             (Number::Int(a), Number::Int(b)) => a < b,
-            (a, b) => a.as_f64() < b.as_f64(),
+            (a, b) => {
+                let (a, b) = (a.as_f64(), b.as_f64());
+                !a.is_nan() && (b.is_nan() || a < b)
+            }
         }
     }
 }

@@ -122,10 +122,11 @@ impl WindowStage {
     /// The starts of the fixed windows holding `time`.
     fn starts(&self, time: i64) -> Vec<i64> {
         match self.spec.windows {
-            WindowKind::Tumbling { size_us } => vec![time - time.rem_euclid(size_us)],
+            // A time within a window of i64::MIN has no window start: it is left out.
+            WindowKind::Tumbling { size_us } => time.checked_sub(time.rem_euclid(size_us)).into_iter().collect(),
             WindowKind::Sliding { size_us, slide_us } => {
-                let last = time - time.rem_euclid(slide_us);
-                (0..size_us / slide_us).map(|k| last - k * slide_us).collect()
+                let Some(last) = time.checked_sub(time.rem_euclid(slide_us)) else { return Vec::new() };
+                (0..size_us / slide_us).filter_map(|k| last.checked_sub(k * slide_us)).collect()
             }
             WindowKind::Session { .. } => Vec::new(),
         }
@@ -159,11 +160,11 @@ impl WindowStage {
                     continue;
                 }
                 let time = times.value(row);
-                if late.is_some_and(|watermark| time + gap_us <= watermark) {
+                if late.is_some_and(|watermark| time.saturating_add(gap_us) <= watermark) {
                     stats.rows_dropped_by_watermark += 1;
                     continue;
                 }
-                let mut session = WindowState::new(time, time + gap_us, self.columns.len());
+                let mut session = WindowState::new(time, time.saturating_add(gap_us), self.columns.len());
                 values.add_row(row, &mut session.aggregates);
                 let (overlapping, rest): (Vec<WindowState>, Vec<WindowState>) =
                     sessions.into_iter().partition(|s| s.start <= session.end && session.start <= s.end);
@@ -202,7 +203,7 @@ impl WindowStage {
                 }
                 let mut counted = false;
                 for start in self.starts(times.value(row)) {
-                    if late.is_some_and(|watermark| start + size <= watermark) {
+                    if late.is_some_and(|watermark| start.saturating_add(size) <= watermark) {
                         continue;
                     }
                     counted = true;
@@ -210,7 +211,7 @@ impl WindowStage {
                     // (so sums add up in the same order however batches are cut).
                     let window = touched
                         .entry(start)
-                        .or_insert_with(|| WindowState::new(start, start + size, self.columns.len()));
+                        .or_insert_with(|| WindowState::new(start, start.saturating_add(size), self.columns.len()));
                     values.add_row(row, &mut window.aggregates);
                 }
                 if !counted {
@@ -266,7 +267,7 @@ impl WindowStage {
             let ending = match self.spec.windows {
                 // A fixed window is found by its start: one read, no scan of the key's windows.
                 WindowKind::Tumbling { size_us } | WindowKind::Sliding { size_us, .. } => {
-                    let start = due.expiry - size_us;
+                    let start = due.expiry.saturating_sub(size_us);
                     match scope.map_get(txn, &self.windows, &cbor(&start)?)? {
                         Some(raw) => vec![(start, decode(&raw)?)],
                         None => Vec::new(),

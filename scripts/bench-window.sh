@@ -38,17 +38,24 @@ for f in range(20):
             handle.write(f'{{"user":"user-{rng.randrange(keys):06d}","amount":{rng.randrange(1, 100)},"ts":"{ts}"}}\n')
 PY
 
+# The [[source]] both window jobs read: MAX_FILES files per batch (all when empty).
+window_source() {
+  cat <<TOML
+[[source]]
+format = "json"
+path = "input"
+$([ -n "$1" ] && echo "max-files-per-trigger = $1")
+max-bytes-per-trigger = "4 GiB"
+schema = "user STRING, amount BIGINT, ts TIMESTAMP"
+watermark = { column = "ts", delay = "1 minute" }
+TOML
+}
+
 window_pipeline() {
   local file=$1 max_files=$2 operator_lines=${3:-}
   cat > "$file" <<TOML
 name = "bench-window"
-[[source]]
-format = "json"
-path = "input"
-$([ -n "$max_files" ] && echo "max-files-per-trigger = $max_files")
-max-bytes-per-trigger = "4 GiB"
-schema = "user STRING, amount BIGINT, ts TIMESTAMP"
-watermark = { column = "ts", delay = "1 minute" }
+$(window_source "$max_files")
 [operator]
 module = "$PWD/build/wasm/freezer_stats.wasm"
 key = ["user"]
@@ -71,13 +78,7 @@ builtin_window_pipeline() {
   local file=$1 max_files=$2
   cat > "$file" <<TOML
 name = "bench-builtin-window"
-[[source]]
-format = "json"
-path = "input"
-$([ -n "$max_files" ] && echo "max-files-per-trigger = $max_files")
-max-bytes-per-trigger = "4 GiB"
-schema = "user STRING, amount BIGINT, ts TIMESTAMP"
-watermark = { column = "ts", delay = "1 minute" }
+$(window_source "$max_files")
 [[stage]]
 name = "window"
 [stage.window]

@@ -56,8 +56,8 @@ pub fn sink_output(dir: &Path) -> BTreeMap<String, String> {
     parts
 }
 
-/// Every state and timer entry of the checkpoint.
-fn final_state(dir: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
+/// Every state and timer entry of the checkpoint in `dir`.
+pub fn final_state(dir: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
     let store =
         StateStore::open(&eddy::checkpoint::CheckpointDir::new(dir.join("checkpoint")).store_dir()).expect("store");
     let txn = store.begin();

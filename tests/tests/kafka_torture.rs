@@ -13,8 +13,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use eddy::state::{Cf, StateStore};
 use eddy_tests::kafka::Broker;
+use eddy_tests::torture::final_state;
 use eddy_tests::{Rng, eddy_bin, env_or, wasm};
 use serde_json::Value;
 
@@ -70,16 +70,6 @@ fn topic_contents(broker: &Broker, topic: &str) -> BTreeMap<i64, Vec<(String, St
         contents.entry(partition).or_default().push((key, record["value"].to_string()));
     }
     contents
-}
-
-/// Every state and timer entry of a checkpoint.
-fn final_state(dir: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let store =
-        StateStore::open(&eddy::checkpoint::CheckpointDir::new(dir.join("checkpoint")).store_dir()).expect("store");
-    let txn = store.begin();
-    let mut entries = txn.scan_prefix(Cf::State, &[]).expect("state");
-    entries.extend(txn.scan_prefix(Cf::Timers, &[]).expect("timers"));
-    entries
 }
 
 #[test]

@@ -152,8 +152,8 @@ impl WindowStage {
     ) -> Result<Vec<WindowState>> {
         let mut touched: BTreeMap<i64, WindowState> = BTreeMap::new();
         if let WindowKind::Session { gap_us } = self.spec.windows {
-            let mut sessions: Vec<WindowState> = self.load(txn, scope)?.into_values().collect();
-            let before: Vec<(i64, i64)> = sessions.iter().map(|s| (s.start, s.end)).collect();
+            let before = self.load(txn, scope)?;
+            let mut sessions: Vec<WindowState> = before.values().cloned().collect();
             for &row in rows {
                 let row = row as usize;
                 if times.is_null(row) {
@@ -174,26 +174,14 @@ impl WindowStage {
                 sessions = rest;
                 sessions.push(session);
             }
-            for (start, end) in before {
-                if !sessions.iter().any(|s| s.start == start && s.end == end) {
-                    scope.map_remove(txn, &self.windows, &cbor(&start)?);
-                    scope.timer_delete(txn, end);
-                }
-            }
-            for session in sessions {
-                if !touched.contains_key(&session.start) {
-                    touched.insert(session.start, session);
+            for (start, old) in &before {
+                if !sessions.iter().any(|s| s.start == *start && s.end == old.end) {
+                    scope.map_remove(txn, &self.windows, &cbor(start)?);
+                    scope.timer_delete(txn, old.end);
                 }
             }
             // Only sessions that changed are written back.
-            let unchanged: Vec<i64> = touched
-                .values()
-                .filter(|s| self.stored(txn, scope, s).ok().flatten().is_some_and(|stored| &stored == *s))
-                .map(|s| s.start)
-                .collect();
-            unchanged.iter().for_each(|start| {
-                touched.remove(start);
-            });
+            touched.extend(sessions.into_iter().filter(|s| before.get(&s.start) != Some(s)).map(|s| (s.start, s)));
         } else {
             let size = self.size_us();
             for &row in rows {
@@ -239,10 +227,6 @@ impl WindowStage {
             stats.state_rows_updated += 1;
         }
         Ok(touched.into_values().collect())
-    }
-
-    fn stored(&self, txn: &StateTxn, scope: &KeyScope, window: &WindowState) -> Result<Option<WindowState>> {
-        scope.map_get(txn, &self.windows, &cbor(&window.start)?)?.map(|raw| decode(&raw)).transpose()
     }
 
     /// Every window of a key, by start.

@@ -253,8 +253,8 @@ impl Query {
         self.last_batch_watermark()
     }
 
-    fn timers_due(&self, time: BatchTime) -> Result<bool> {
-        for stage in &self.stages {
+    fn timers_due(&mut self, time: BatchTime) -> Result<bool> {
+        for stage in &mut self.stages {
             if stage.timers_due(&self.store, time)? {
                 return Ok(true);
             }

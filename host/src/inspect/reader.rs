@@ -15,7 +15,9 @@ use serde::Serialize;
 
 use super::entry_json::{StateEntry, decode_entry, decode_key, encode_key, hex, infer_kind};
 use crate::checkpoint::CheckpointDir;
-use crate::state::{CF_NAMES, CHANGELOG, COMMITTED_BATCH, Cf, OperatorStateSchema, StateKind, key, layout, schema_key};
+use crate::state::{
+    CF_NAMES, CHANGELOG, COMMITTED_BATCH, Cf, OperatorStateSchema, StateKind, changelog, key, layout, schema_key,
+};
 use crate::util::format_micros_iso;
 
 /// The kind of each declared variable of `schema`.
@@ -249,27 +251,41 @@ impl StateReader {
         let kinds = declared_kinds(self.schema(operator)?.as_ref());
         let mut changes = Vec::new();
         self.scan(CHANGELOG, &[], |raw_key, raw_value| {
-            let (Some(batch), Some(state_key)) = (raw_key.get(..8), raw_key.get(8..)) else { return Ok(()) };
-            let batch = u64::from_be_bytes(batch.try_into().unwrap_or_default());
-            let Some((entry_operator, key_group, key_bytes, variable, rest)) = layout::split_state_key(state_key)
-            else {
-                bail!("corrupt change-log key {} in {}", hex(raw_key), self.path.display());
-            };
-            if batch < from || batch > to || entry_operator != operator {
+            let (batch, logged) = changelog::decode_entry(raw_key, raw_value)
+                .with_context(|| format!("in the change log of {}", self.path.display()))?;
+            if batch < from || batch > to {
                 return Ok(());
             }
-            let deleted = raw_value.first() == Some(&1);
-            let value = raw_value.get(1..).unwrap_or_default();
-            let kind = kinds
-                .get(variable)
-                .copied()
-                .unwrap_or_else(|| if deleted { StateKind::Value } else { infer_kind(rest, value) });
-            let mut entry = decode_entry(decode_key(key_bytes), key_group, variable, kind, rest, value, i64::MIN);
-            if deleted {
-                entry.value = serde_json::Value::Null;
-                entry.expires_at = serde_json::Value::Null;
+            let mut logged: Vec<_> = logged.into_iter().collect();
+            // In key order within the batch (entries written before chunks already are).
+            logged.sort_by(|a, b| a.0.cmp(b.0));
+            for (state_key, value) in logged {
+                let Some((entry_operator, key_group, key_bytes, variable, rest)) = layout::split_state_key(state_key)
+                else {
+                    bail!("corrupt change-log key {} in {}", hex(state_key), self.path.display());
+                };
+                if entry_operator != operator {
+                    continue;
+                }
+                let kind = kinds
+                    .get(variable)
+                    .copied()
+                    .unwrap_or_else(|| value.map_or(StateKind::Value, |value| infer_kind(rest, value)));
+                let mut entry = decode_entry(
+                    decode_key(key_bytes),
+                    key_group,
+                    variable,
+                    kind,
+                    rest,
+                    value.unwrap_or_default(),
+                    i64::MIN,
+                );
+                if value.is_none() {
+                    entry.value = serde_json::Value::Null;
+                    entry.expires_at = serde_json::Value::Null;
+                }
+                changes.push(StateChange { batch, change: if value.is_some() { "update" } else { "delete" }, entry });
             }
-            changes.push(StateChange { batch, change: if deleted { "delete" } else { "update" }, entry });
             Ok(())
         })?;
         Ok(changes)
@@ -329,13 +345,15 @@ impl StateReader {
             Ok(())
         })?;
         self.scan(CHANGELOG, &[], |raw_key, raw_value| {
-            let changed_in = raw_key.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes);
-            if changed_in.is_some_and(|changed| changed > base && changed <= batch) {
-                let state_key = raw_key[8..].to_vec();
-                match raw_value.split_first() {
-                    Some((0, value)) => state.insert(state_key, value.to_vec()),
-                    _ => state.remove(&state_key),
-                };
+            let (changed_in, logged) = changelog::decode_entry(raw_key, raw_value)
+                .with_context(|| format!("in the change log of {}", self.path.display()))?;
+            if changed_in > base && changed_in <= batch {
+                for (state_key, value) in logged {
+                    match value {
+                        Some(value) => state.insert(state_key.to_vec(), value.to_vec()),
+                        None => state.remove(state_key),
+                    };
+                }
             }
             Ok(())
         })?;

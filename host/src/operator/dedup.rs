@@ -117,7 +117,7 @@ impl Stage for DedupStage {
         true
     }
 
-    fn timers_due(&self, store: &StateStore, time: BatchTime) -> Result<bool> {
+    fn timers_due(&mut self, store: &StateStore, time: BatchTime) -> Result<bool> {
         let Some(watermark) = time.watermark else { return Ok(false) };
         Ok(!Timers::due(&store.begin(), self.operator_id, watermark)?.is_empty())
     }

@@ -2,6 +2,7 @@
 //! sink: a user's WebAssembly processor sharded by key group, SQL on DataFusion,
 //! event-time windows and deduplication.
 
+mod aggregate;
 mod dedup;
 mod grouping;
 mod shards;
@@ -9,8 +10,8 @@ mod sql;
 mod stage;
 mod top_keys;
 mod wasm_operator;
-mod window;
 
+pub use aggregate::WindowStage;
 pub use dedup::DedupStage;
 pub use grouping::{Grouped, KeyRows, group_by_key};
 pub use shards::{ShardedOperator, key_group_ranges};
@@ -18,4 +19,3 @@ pub use sql::{INPUT_TABLE, SqlStage};
 pub use stage::{BatchTime, HandlerStats, Stage, StageOutput, StageStats};
 pub use top_keys::{TOP_KEYS, TopKeysCollector};
 pub use wasm_operator::{CallStats, OperatorOptions, OperatorOutput, WasmOperator};
-pub use window::WindowStage;

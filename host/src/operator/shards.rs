@@ -167,7 +167,7 @@ impl Stage for ShardedOperator {
         self.first().accepts_late_rows()
     }
 
-    fn timers_due(&self, store: &StateStore, time: BatchTime) -> Result<bool> {
+    fn timers_due(&mut self, store: &StateStore, time: BatchTime) -> Result<bool> {
         let deadline = match (self.time_mode(), time.watermark) {
             (TimeMode::ProcessingTime, _) => time.processing_time,
             (TimeMode::EventTime, Some(watermark)) => watermark,

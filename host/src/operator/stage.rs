@@ -100,7 +100,7 @@ pub trait Stage: Send {
 
     /// Whether one of its timers is due at `time`, so that a batch must run even
     /// without new input.
-    fn timers_due(&self, store: &StateStore, time: BatchTime) -> Result<bool>;
+    fn timers_due(&mut self, store: &StateStore, time: BatchTime) -> Result<bool>;
 
     /// Runs the stage over one batch's `input`. On error nothing of the batch may be
     /// kept: the engine commits nothing.

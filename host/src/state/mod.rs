@@ -1,6 +1,7 @@
 //! State: the RocksDB store, its byte layout, the encoding of grouping keys, and the
 //! typed state variables and timers that processors use.
 
+pub mod changelog;
 mod compatibility;
 pub mod key;
 pub mod layout;

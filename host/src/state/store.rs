@@ -15,6 +15,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, ReadOptions, WriteBatch, WriteOptions};
 
+use super::changelog::ChangeLogWriter;
 use super::layout;
 use crate::pipeline::CHANGE_OVERHEAD_BYTES;
 
@@ -36,8 +37,7 @@ pub enum Cf {
 /// The column families, in [`Cf`] order.
 pub const CF_NAMES: [&str; 6] = ["state", "timers", "timer_index", "meta", "ttl_index", CHANGELOG];
 
-/// The column family holding each batch's state changes: `batch u64 | state key` →
-/// `0 | new value` (update) or `1` (delete). Written in the batch's own atomic commit.
+/// The column family holding each batch's state changes (see [`changelog`](super::changelog)).
 pub const CHANGELOG: &str = "changelog";
 /// The write-ahead log size past which RocksDB flushes the column families that hold
 /// its oldest entries (what a restart after a crash replays is about this much).
@@ -106,7 +106,13 @@ impl StateStore {
 
     /// Starts a transaction that sees the committed state plus its own writes.
     pub fn begin(&self) -> StateTxn {
-        StateTxn { db: self.db.clone(), overlay: Default::default(), prefetched: HashMap::new(), buffered_bytes: 0 }
+        StateTxn {
+            db: self.db.clone(),
+            overlay: Default::default(),
+            prefetched: HashMap::new(),
+            blind: Vec::new(),
+            buffered_bytes: 0,
+        }
     }
 
     /// Writes every change of `txn`, and `batch_id` as the committed batch, atomically
@@ -118,29 +124,47 @@ impl StateStore {
     /// Writes every change of all `txns` (which touch disjoint keys, e.g. one per
     /// shard) and `batch_id` as the committed batch, in one atomic, durable write.
     pub fn commit_all(&self, txns: Vec<StateTxn>, batch_id: u64) -> Result<()> {
-        let mut batch = WriteBatch::default();
-        let changelog = self.cf_handle(CHANGELOG)?;
+        // Room for every change and its change-log copy up front: a write batch that
+        // grows copies itself each time it doubles.
+        let buffered: u64 = txns.iter().map(StateTxn::buffered_bytes).sum();
+        let mut batch = WriteBatch::with_capacity_bytes(2 * buffered as usize + 4096);
+        let mut log = ChangeLogWriter::new(batch_id, buffered as usize);
         // Each change moves from the buffer into the write batch (the buffer shrinks as
         // the batch grows), so the commit does not hold both whole.
         for txn in txns {
-            for (index, changes) in txn.overlay.into_iter().enumerate() {
-                let cf = self.cf_handle(CF_NAMES[index])?;
-                let logged = index == Cf::State as usize;
+            let [state, rest @ ..] = txn.overlay;
+            // State changes in key order (RocksDB inserts a sorted run fastest); of a key
+            // changed twice blindly, the last change.
+            let mut changes: Vec<(Vec<u8>, Option<Vec<u8>>)> = state.into_iter().chain(txn.blind).collect();
+            changes.sort_by(|a, b| a.0.cmp(&b.0));
+            changes.dedup_by(|later, earlier| {
+                let same = later.0 == earlier.0;
+                if same {
+                    std::mem::swap(later, earlier);
+                }
+                same
+            });
+            let cf = self.cf_handle(Cf::State.name())?;
+            for (key, change) in changes {
+                log.record(&key, change.as_deref());
+                match change {
+                    Some(value) => batch.put_cf(cf, key, value),
+                    None => batch.delete_cf(cf, key),
+                }
+            }
+            for (index, changes) in rest.into_iter().enumerate() {
+                let cf = self.cf_handle(CF_NAMES[index + 1])?;
                 for (key, change) in changes {
-                    if logged {
-                        let mut log_key = batch_id.to_be_bytes().to_vec();
-                        log_key.extend_from_slice(&key);
-                        match &change {
-                            Some(value) => batch.put_cf(changelog, log_key, [&[0u8][..], value].concat()),
-                            None => batch.put_cf(changelog, log_key, [1u8]),
-                        }
-                    }
                     match change {
                         Some(value) => batch.put_cf(cf, key, value),
                         None => batch.delete_cf(cf, key),
                     }
                 }
             }
+        }
+        let changelog = self.cf_handle(CHANGELOG)?;
+        for (key, value) in log.into_entries() {
+            batch.put_cf(changelog, key, value);
         }
         batch.put_cf(self.cf_handle(Cf::Meta.name())?, COMMITTED_BATCH, batch_id.to_be_bytes());
         let mut options = WriteOptions::default();
@@ -237,7 +261,9 @@ pub struct StateTxn {
     overlay: [BTreeMap<Vec<u8>, Option<Vec<u8>>>; 5],
     /// Committed `Cf::State` values read ahead by [`StateTxn::prefetch_state`].
     prefetched: HashMap<Vec<u8>, Option<Vec<u8>>>,
-    /// What `overlay` holds: each change's key and value bytes plus
+    /// Changes of `Cf::State` the transaction does not read back, in order.
+    blind: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// What `overlay` and `blind` hold: each change's key and value bytes plus
     /// [`CHANGE_OVERHEAD_BYTES`].
     buffered_bytes: u64,
 }
@@ -293,6 +319,23 @@ impl StateTxn {
         }
     }
 
+    /// Sets `key` of `cf` (only `Cf::State`) without the transaction reading it back:
+    /// cheaper than [`put`](Self::put), for a stage that keeps what it wrote itself.
+    /// Blind changes are written after the others, in order; a key must not also be
+    /// changed through `put` or `delete` in the same transaction.
+    pub fn blind_put(&mut self, cf: Cf, key: Vec<u8>, value: Vec<u8>) {
+        debug_assert_eq!(cf, Cf::State, "blind writes are for state entries");
+        self.buffered_bytes += change_bytes(key.len(), Some(&value));
+        self.blind.push((key, Some(value)));
+    }
+
+    /// Removes `key` of `cf` (only `Cf::State`) as [`blind_put`](Self::blind_put) writes.
+    pub fn blind_delete(&mut self, cf: Cf, key: Vec<u8>) {
+        debug_assert_eq!(cf, Cf::State, "blind writes are for state entries");
+        self.buffered_bytes += change_bytes(key.len(), None);
+        self.blind.push((key, None));
+    }
+
     /// The bytes this transaction's changes hold: each change's key and value plus
     /// [`CHANGE_OVERHEAD_BYTES`].
     pub fn buffered_bytes(&self) -> u64 {
@@ -301,7 +344,8 @@ impl StateTxn {
 
     /// How many keys of `cf` this transaction changes (writes and deletes).
     pub fn changes(&self, cf: Cf) -> u64 {
-        self.overlay[cf as usize].len() as u64
+        let blind = if cf == Cf::State { self.blind.len() } else { 0 };
+        (self.overlay[cf as usize].len() + blind) as u64
     }
 
     /// Every live entry whose key starts with `prefix`, in key order.
@@ -330,9 +374,11 @@ impl StateTxn {
 
     /// How many keys of `cf` this transaction writes and how many it deletes.
     pub fn change_counts(&self, cf: Cf) -> (u64, u64) {
-        let changes = &self.overlay[cf as usize];
-        let written = changes.values().filter(|change| change.is_some()).count() as u64;
-        (written, changes.len() as u64 - written)
+        let blind = if cf == Cf::State { self.blind.as_slice() } else { &[] };
+        let changes = self.overlay[cf as usize].values().chain(blind.iter().map(|(_, change)| change));
+        let (written, deleted) =
+            changes.fold((0, 0), |(w, d), change| if change.is_some() { (w + 1, d) } else { (w, d + 1) });
+        (written, deleted)
     }
 }
 
@@ -397,8 +443,37 @@ mod tests {
             .iterator_cf(handle, IteratorMode::Start)
             .map(|item| item.map(|(k, v)| (k.into_vec(), v.into_vec())))
             .collect::<Result<_, _>>()?;
-        let log_key = |key: &[u8]| [&4u64.to_be_bytes()[..], key].concat();
-        assert_eq!(logged, [(log_key(b"key"), vec![1]), (log_key(b"other"), b"\0v".to_vec())]);
+        assert_eq!(logged.len(), 1, "one chunk");
+        let (batch, changes) = super::super::changelog::decode_entry(&logged[0].0, &logged[0].1)?;
+        assert_eq!((batch, changes), (4, vec![(&b"key"[..], None), (&b"other"[..], Some(&b"v"[..]))]));
+        Ok(())
+    }
+
+    #[test]
+    fn blind_changes_are_committed_in_key_order_and_the_last_change_of_a_key_wins() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let store = StateStore::open(dir.path())?;
+        let mut txn = store.begin();
+        txn.put(Cf::State, b"b".to_vec(), b"indexed".to_vec());
+        txn.blind_put(Cf::State, b"c".to_vec(), b"first".to_vec());
+        txn.blind_put(Cf::State, b"a".to_vec(), b"1".to_vec());
+        txn.blind_delete(Cf::State, b"c".to_vec());
+        txn.blind_put(Cf::State, b"d".to_vec(), b"1".to_vec());
+        txn.blind_delete(Cf::State, b"d".to_vec());
+        txn.blind_put(Cf::State, b"d".to_vec(), b"last".to_vec());
+        assert_eq!(txn.get(Cf::State, b"a")?, None, "blind writes are not read back");
+        assert_eq!(txn.change_counts(Cf::State), (5, 2));
+        store.commit(txn, 0)?;
+        for (key, value) in
+            [(&b"a"[..], Some(&b"1"[..])), (b"b", Some(b"indexed")), (b"c", None), (b"d", Some(b"last"))]
+        {
+            assert_eq!(store.read(Cf::State, key)?.as_deref(), value, "{}", String::from_utf8_lossy(key));
+        }
+        let handle = store.cf_handle(CHANGELOG)?;
+        let (key, value) = store.db.iterator_cf(handle, IteratorMode::Start).next().context("a change-log entry")??;
+        let (_, changes) = super::super::changelog::decode_entry(&key, &value)?;
+        let keys: Vec<&[u8]> = changes.iter().map(|(key, _)| *key).collect();
+        assert_eq!(keys, [&b"a"[..], b"b", b"c", b"d"]);
         Ok(())
     }
 }

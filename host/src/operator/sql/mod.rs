@@ -252,7 +252,7 @@ impl Stage for SqlStage {
         true
     }
 
-    fn timers_due(&self, _store: &StateStore, _time: BatchTime) -> Result<bool> {
+    fn timers_due(&mut self, _store: &StateStore, _time: BatchTime) -> Result<bool> {
         Ok(false)
     }
 

@@ -56,16 +56,25 @@ impl Number {
 }
 
 /// One aggregate's running state: the non-null values seen, their sum, min and max.
+/// The store keeps only what the aggregate's result needs (see [`WindowState::trimmed`]).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Running {
     /// Rows (count(*)) or non-null values.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub n: i64,
     /// The sum, once a value was seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sum: Option<Number>,
     /// The smallest value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min: Option<Number>,
     /// The largest value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<Number>,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 impl Running {
@@ -111,6 +120,24 @@ impl WindowState {
     /// An empty window.
     pub fn new(start: i64, end: i64, aggregates: usize) -> Self {
         WindowState { start, end, aggregates: vec![Running::default(); aggregates] }
+    }
+
+    /// The window with only what each aggregate's result reads (`functions`, in the
+    /// aggregates' order): what the store keeps.
+    pub fn trimmed(&self, functions: &[AggregateFn]) -> WindowState {
+        let aggregates = self
+            .aggregates
+            .iter()
+            .zip(functions)
+            .map(|(running, function)| match function {
+                AggregateFn::Count => Running { n: running.n, ..Running::default() },
+                AggregateFn::Sum => Running { sum: running.sum, ..Running::default() },
+                AggregateFn::Min => Running { min: running.min, ..Running::default() },
+                AggregateFn::Max => Running { max: running.max, ..Running::default() },
+                AggregateFn::Avg => Running { n: running.n, sum: running.sum, ..Running::default() },
+            })
+            .collect();
+        WindowState { start: self.start, end: self.end, aggregates }
     }
 
     /// Adds another window's (a session merged into this one).

@@ -1,0 +1,226 @@
+//! The open windows of a window stage, in memory.
+//!
+//! The store holds every open window durably (a map entry per window, see
+//! [`WindowStage`](super::WindowStage)); this table holds the same windows in memory so
+//! that a batch reads none of them from RocksDB and finds the windows the watermark
+//! closes by their end, without timers. It is loaded from the store on a stage's first
+//! batch and follows every batch the stage runs; when the store's committed batch is
+//! not the last one it followed (a batch failed before its commit), it is loaded again.
+//! Memory: about 100 bytes plus the key per open window.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use xxhash_rust::xxh3::Xxh3DefaultBuilder;
+
+use super::running::WindowState;
+use crate::state::{Cf, StateStore, layout, value_get};
+
+/// One group key's open windows.
+#[derive(Debug, Default)]
+pub struct Group {
+    /// The key group of the key.
+    pub key_group: u16,
+    /// Its windows, by start.
+    pub windows: Vec<WindowState>,
+}
+
+impl Group {
+    /// The window starting at `start`, if open.
+    pub fn find(&self, start: i64) -> Option<&WindowState> {
+        self.windows.binary_search_by_key(&start, |w| w.start).ok().map(|i| &self.windows[i])
+    }
+}
+
+/// A closed window: its group key, key group and final aggregates.
+pub type Closed = (Arc<[u8]>, u16, WindowState);
+
+/// Every open window of one window stage.
+#[derive(Default)]
+pub struct OpenWindows {
+    /// The last batch whose changes the table holds (`None`: loaded before any commit).
+    as_of: Option<u64>,
+    groups: HashMap<Arc<[u8]>, Group, Xxh3DefaultBuilder>,
+    /// Window ends with the (key, start) of each window ending there; an entry whose
+    /// window has since been merged away or closed is skipped.
+    ends: BTreeMap<i64, Vec<(Arc<[u8]>, i64)>>,
+    windows: usize,
+}
+
+impl OpenWindows {
+    /// The open windows of `operator` as the store has them committed.
+    pub fn load(store: &StateStore, operator: u16, now: i64) -> Result<OpenWindows> {
+        let mut table = OpenWindows { as_of: store.committed_batch()?, ..OpenWindows::default() };
+        let txn = store.begin();
+        for (raw_key, raw_value) in txn.scan_prefix(Cf::State, &operator.to_be_bytes())? {
+            let (_, key_group, key, _, _) =
+                layout::split_state_key(&raw_key).context("a state key of the window stage is corrupt")?;
+            let Some(payload) = value_get(Some(raw_value), now)? else { continue };
+            let window: WindowState =
+                ciborium::from_reader(payload.as_slice()).context("a window's state in the store does not decode")?;
+            let key: Arc<[u8]> = match table.groups.get_key_value(key) {
+                Some((shared, _)) => shared.clone(),
+                None => Arc::from(key),
+            };
+            table.ends.entry(window.end).or_default().push((key.clone(), window.start));
+            let group = table.groups.entry(key).or_insert_with(|| Group { key_group, windows: Vec::new() });
+            group.windows.push(window);
+            table.windows += 1;
+        }
+        for group in table.groups.values_mut() {
+            group.windows.sort_by_key(|w| w.start);
+        }
+        Ok(table)
+    }
+
+    /// Whether the table holds exactly what the store has committed (`committed`: the
+    /// store's last committed batch).
+    pub fn is_current(&self, committed: Option<u64>) -> bool {
+        self.as_of == committed
+    }
+
+    /// Records that the table now holds batch `batch_id`'s changes.
+    pub fn advance_to(&mut self, batch_id: u64) {
+        self.as_of = Some(batch_id);
+    }
+
+    /// How many windows are open.
+    pub fn len(&self) -> usize {
+        self.windows
+    }
+
+    /// The key's bytes as the table shares them (a new `Arc` for a key without windows).
+    pub fn shared_key(&self, key: &[u8]) -> Arc<[u8]> {
+        self.groups.get_key_value(key).map_or_else(|| Arc::from(key), |(shared, _)| shared.clone())
+    }
+
+    /// The key's open windows, by start.
+    pub fn windows_of(&self, key: &[u8]) -> &[WindowState] {
+        self.groups.get(key).map_or(&[], |group| group.windows.as_slice())
+    }
+
+    /// Adds `partial` (one batch's rows of a window) to the key's window with the same
+    /// start, opening it if needed; returns the window as it now is and whether it is new.
+    pub fn add(&mut self, key: &Arc<[u8]>, key_group: u16, partial: WindowState) -> (&WindowState, bool) {
+        let group = self.groups.entry(key.clone()).or_insert_with(|| Group { key_group, windows: Vec::new() });
+        match group.windows.binary_search_by_key(&partial.start, |w| w.start) {
+            Ok(index) => {
+                group.windows[index].merge(&partial);
+                (&group.windows[index], false)
+            }
+            Err(index) => {
+                self.ends.entry(partial.end).or_default().push((key.clone(), partial.start));
+                self.windows += 1;
+                group.windows.insert(index, partial);
+                (&group.windows[index], true)
+            }
+        }
+    }
+
+    /// Replaces the key's windows by `windows` (sessions after merging); a window whose
+    /// start or end is new is tracked by its end.
+    pub fn replace(&mut self, key: &Arc<[u8]>, key_group: u16, mut windows: Vec<WindowState>) {
+        windows.sort_by_key(|w| w.start);
+        let group = self.groups.entry(key.clone()).or_insert_with(|| Group { key_group, windows: Vec::new() });
+        for window in &windows {
+            if group.find(window.start).is_none_or(|old| old.end != window.end) {
+                self.ends.entry(window.end).or_default().push((key.clone(), window.start));
+            }
+        }
+        self.windows = self.windows - group.windows.len() + windows.len();
+        if windows.is_empty() {
+            self.groups.remove(key);
+        } else {
+            group.windows = windows;
+        }
+    }
+
+    /// Whether a window ends at or before `watermark` (may be a window since merged
+    /// away: then the batch that runs finds nothing to close).
+    pub fn any_ending_by(&self, watermark: i64) -> bool {
+        self.ends.first_key_value().is_some_and(|(end, _)| *end <= watermark)
+    }
+
+    /// Removes and returns every window ending at or before `watermark`, by end.
+    pub fn close_until(&mut self, watermark: i64) -> Vec<Closed> {
+        let mut closed = Vec::new();
+        while let Some(entry) = self.ends.first_entry() {
+            if *entry.key() > watermark {
+                break;
+            }
+            let (end, windows) = entry.remove_entry();
+            for (key, start) in windows {
+                let Some(group) = self.groups.get_mut(&key) else { continue };
+                let Ok(index) = group.windows.binary_search_by_key(&start, |w| w.start) else { continue };
+                if group.windows[index].end != end {
+                    continue;
+                }
+                let window = group.windows.remove(index);
+                let key_group = group.key_group;
+                if group.windows.is_empty() {
+                    self.groups.remove(&key);
+                }
+                self.windows -= 1;
+                closed.push((key, key_group, window));
+            }
+        }
+        closed
+    }
+
+    /// Every open window with its key and key group.
+    pub fn all(&self) -> impl Iterator<Item = (&Arc<[u8]>, u16, &WindowState)> {
+        self.groups.iter().flat_map(|(key, group)| group.windows.iter().map(move |w| (key, group.key_group, w)))
+    }
+}
+
+/// The state-CF key of the window starting at `start` of a group key: the map entry
+/// of `variable` whose user key is `start` in CBOR.
+pub fn window_key(operator: u16, key_group: u16, key: &[u8], variable: &str, start: i64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(19 + key.len() + variable.len());
+    out.extend_from_slice(&operator.to_be_bytes());
+    out.extend_from_slice(&key_group.to_be_bytes());
+    out.extend_from_slice(&(key.len() as u32).to_be_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(&(variable.len() as u16).to_be_bytes());
+    out.extend_from_slice(variable.as_bytes());
+    cbor_int(start, &mut out);
+    out
+}
+
+/// Appends `value` as a CBOR integer (RFC 8949 §3.1: major type 0 or 1, shortest
+/// argument), the bytes serde's CBOR writer gives an `i64`.
+fn cbor_int(value: i64, out: &mut Vec<u8>) {
+    let (major, argument) = if value < 0 { (0x20u8, !(value as u64)) } else { (0x00, value as u64) };
+    match argument {
+        0..=23 => out.push(major | argument as u8),
+        24..=0xFF => out.extend_from_slice(&[major | 24, argument as u8]),
+        0x100..=0xFFFF => {
+            out.push(major | 25);
+            out.extend_from_slice(&(argument as u16).to_be_bytes());
+        }
+        0x1_0000..=0xFFFF_FFFF => {
+            out.push(major | 26);
+            out.extend_from_slice(&(argument as u32).to_be_bytes());
+        }
+        _ => {
+            out.push(major | 27);
+            out.extend_from_slice(&argument.to_be_bytes());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_keys_are_the_map_entries_serde_would_write() -> Result<()> {
+        for start in [0, 1, 23, 24, 255, 256, 65_535, 65_536, 1 << 40, i64::MAX, -1, -24, -25, -257, i64::MIN] {
+            let mut expected = layout::variable_key(&layout::key_prefix(3, 9, b"key"), "windows");
+            ciborium::into_writer(&start, &mut expected)?;
+            assert_eq!(window_key(3, 9, b"key", "windows", start), expected, "{start}");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,427 @@
+//! The window stage: Spark's `groupBy(window(time, size[, slide]) | session_window(time,
+//! gap), cols).agg(...)` in native Rust.
+//!
+//! State per group key: the map `windows` from a window's start (CBOR) to its running
+//! aggregates (see [`running`](super::running)). The open windows are also held in
+//! memory ([`OpenWindows`]): a batch reads no window from the store, and the windows
+//! the watermark closes are found by their end (no timers). A batch's rows are first
+//! aggregated per window, then merged into the open window, so sums add up in the
+//! same order however batches are cut.
+//! Output modes as Spark's:
+//! - **append**: a window is output once, when the watermark reaches its end (the
+//!   current batch's watermark), then forgotten;
+//! - **update**: every window a batch changed is output after the batch; windows the
+//!   watermark passed are forgotten without output;
+//! - **complete**: every window every batch, none forgotten (refused past
+//!   `max-complete-rows`).
+//!
+//! Session windows start at a row's event time and end `gap` after the group's last
+//! row in them; a row within `gap` of sessions merges them (also a late row that
+//! bridges two), so a session's start can move back and its end forward.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use arrow::array::{Array, RecordBatch, TimestampMicrosecondArray};
+use arrow::datatypes::{DataType, Field, SchemaRef, TimeUnit};
+
+use super::open_windows::{OpenWindows, window_key};
+use super::running::{self, Column, Values, WindowState};
+use crate::contract::rows::contract_type;
+use crate::contract::{OutputMode, Scalar};
+use crate::operator::grouping::group_by_key;
+use crate::operator::stage::{BatchTime, Stage, StageOutput, StageStats};
+use crate::pipeline::{AggregateFn, StageSpec, WindowKind, WindowSpec};
+use crate::state::{Cf, OperatorStateSchema, StateKind, StateStore, StateTxn, VariableDecl, key, layout};
+
+/// A window stage.
+pub struct WindowStage {
+    name: String,
+    operator_id: u16,
+    key_groups: u16,
+    spec: WindowSpec,
+    time_index: usize,
+    group_indices: Vec<usize>,
+    columns: Vec<Column>,
+    functions: Vec<AggregateFn>,
+    output_schema: SchemaRef,
+    windows: VariableDecl,
+    /// The open windows, once loaded.
+    open: Option<OpenWindows>,
+}
+
+impl WindowStage {
+    /// The stage `spec` describes over rows of `input`; `has_watermark` says whether the
+    /// query has one (append mode needs it).
+    pub fn open(
+        stage: &StageSpec,
+        spec: &WindowSpec,
+        input: &SchemaRef,
+        key_groups: u16,
+        has_watermark: bool,
+    ) -> Result<WindowStage> {
+        let names = || input.fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>().join(", ");
+        let time_index = input.index_of(&spec.time_column).map_err(|_| {
+            anyhow::anyhow!(
+                "the window's time-column '{}' is not among the stage's input columns ({})",
+                spec.time_column,
+                names()
+            )
+        })?;
+        if !matches!(input.field(time_index).data_type(), DataType::Timestamp(TimeUnit::Microsecond, _)) {
+            bail!(
+                "the window's time-column '{}' is {}, not a TIMESTAMP",
+                spec.time_column,
+                input.field(time_index).data_type()
+            );
+        }
+        if spec.output_mode == OutputMode::Append && !has_watermark {
+            bail!(
+                "append mode needs a watermark: a window is output once the watermark passes its end (Spark: \
+                 \"Append output mode not supported when there are streaming aggregations without watermark\"); \
+                 add [source.watermark], or use output-mode \"update\" or \"complete\""
+            );
+        }
+        let group_indices = spec
+            .group_by
+            .iter()
+            .map(|column| {
+                input.index_of(column).map_err(|_| {
+                    anyhow::anyhow!("group-by column '{column}' is not among the stage's input columns ({})", names())
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for (index, column) in group_indices.iter().zip(&spec.group_by) {
+            if contract_type(input.field(*index).data_type()).is_none() {
+                bail!("group-by column '{column}' is {}, which cannot be a key", input.field(*index).data_type());
+            }
+        }
+        let columns = running::resolve(&spec.aggregates, input)?;
+        let group_fields: Vec<Field> = group_indices.iter().map(|i| input.field(*i).clone()).collect();
+        let output_schema = running::output_schema(&group_fields, &columns);
+        Ok(WindowStage {
+            name: stage.name.clone(),
+            operator_id: stage.operator_id,
+            key_groups,
+            spec: spec.clone(),
+            time_index,
+            group_indices,
+            functions: spec.aggregates.iter().map(|a| a.function).collect(),
+            columns,
+            output_schema,
+            windows: VariableDecl { name: "windows".into(), kind: StateKind::Map, ttl_us: None },
+            open: None,
+        })
+    }
+
+    /// What the stage keeps, for the checkpoint's schema record and `eddy state`.
+    pub fn state_schema(&self) -> OperatorStateSchema {
+        OperatorStateSchema {
+            key_columns: self.spec.group_by.clone(),
+            key_groups: self.key_groups,
+            variables: vec![self.windows.clone()],
+            // v2: no timers (the open windows are found by their end in memory).
+            module_sha256: format!("builtin:window/v2:{:?}:{:?}", self.spec.windows, self.spec.aggregates),
+            stage: self.name.clone(),
+        }
+    }
+
+    /// The open windows: the table of the last batch if it holds what the store has
+    /// committed, else loaded from the store. Taken out of the stage while a batch
+    /// runs, so a failed batch leaves none behind.
+    fn take_open(&mut self, store: &StateStore, now: i64) -> Result<OpenWindows> {
+        let committed = store.committed_batch()?;
+        match self.open.take() {
+            Some(open) if open.is_current(committed) => Ok(open),
+            _ => OpenWindows::load(store, self.operator_id, now),
+        }
+    }
+
+    /// The starts of the fixed windows holding `time` (none for a time within a window
+    /// of `i64::MIN`, which has no start).
+    fn starts(&self, time: i64) -> impl Iterator<Item = i64> + use<> {
+        let (last, step, count) = match self.spec.windows {
+            WindowKind::Tumbling { size_us } => (time.checked_sub(time.rem_euclid(size_us)), size_us, 1),
+            WindowKind::Sliding { size_us, slide_us } => {
+                (time.checked_sub(time.rem_euclid(slide_us)), slide_us, size_us / slide_us)
+            }
+            WindowKind::Session { .. } => (None, 1, 0),
+        };
+        (0..count).filter_map(move |k| last?.checked_sub(k * step))
+    }
+
+    fn size_us(&self) -> i64 {
+        match self.spec.windows {
+            WindowKind::Tumbling { size_us } | WindowKind::Sliding { size_us, .. } => size_us,
+            WindowKind::Session { gap_us } => gap_us,
+        }
+    }
+
+    /// One key's rows aggregated per fixed window, leaving out the windows that ended
+    /// at or before `late` (the rows only in such windows are dropped).
+    fn partials(
+        &self,
+        rows: &[u32],
+        times: &TimestampMicrosecondArray,
+        values: &Values,
+        late: Option<i64>,
+        stats: &mut StageStats,
+    ) -> Vec<WindowState> {
+        let size = self.size_us();
+        let mut partials: Vec<WindowState> = Vec::new();
+        // Past a few windows a key's windows are found by start through an index.
+        let mut index: HashMap<i64, usize> = HashMap::new();
+        for &row in rows {
+            let row = row as usize;
+            if times.is_null(row) {
+                continue;
+            }
+            let mut counted = false;
+            for start in self.starts(times.value(row)) {
+                if late.is_some_and(|watermark| start.saturating_add(size) <= watermark) {
+                    continue;
+                }
+                counted = true;
+                let found = match partials.len() {
+                    0..=8 => partials.iter().position(|w| w.start == start),
+                    _ => {
+                        if index.is_empty() {
+                            index.extend(partials.iter().enumerate().map(|(i, w)| (w.start, i)));
+                        }
+                        index.get(&start).copied()
+                    }
+                };
+                let at = found.unwrap_or_else(|| {
+                    partials.push(WindowState::new(start, start.saturating_add(size), self.columns.len()));
+                    if !index.is_empty() {
+                        index.insert(start, partials.len() - 1);
+                    }
+                    partials.len() - 1
+                });
+                values.add_row(row, &mut partials[at].aggregates);
+            }
+            if !counted {
+                stats.rows_dropped_by_watermark += 1;
+            }
+        }
+        partials
+    }
+
+    /// One key's sessions after its rows: a row opens a session `gap` long, merged with
+    /// every session it overlaps (a late row may bridge two). Rows whose session would
+    /// have ended at or before `late` are dropped.
+    fn sessions(
+        &self,
+        before: &[WindowState],
+        rows: &[u32],
+        times: &TimestampMicrosecondArray,
+        values: &Values,
+        late: Option<i64>,
+        stats: &mut StageStats,
+    ) -> Vec<WindowState> {
+        let gap = self.size_us();
+        let mut sessions = before.to_vec();
+        for &row in rows {
+            let row = row as usize;
+            if times.is_null(row) {
+                continue;
+            }
+            let time = times.value(row);
+            if late.is_some_and(|watermark| time.saturating_add(gap) <= watermark) {
+                stats.rows_dropped_by_watermark += 1;
+                continue;
+            }
+            let mut session = WindowState::new(time, time.saturating_add(gap), self.columns.len());
+            values.add_row(row, &mut session.aggregates);
+            let (overlapping, rest): (Vec<WindowState>, Vec<WindowState>) =
+                sessions.into_iter().partition(|s| s.start <= session.end && session.start <= s.end);
+            for other in &overlapping {
+                session.merge(other);
+            }
+            sessions = rest;
+            sessions.push(session);
+        }
+        sessions
+    }
+
+    fn key_of(&self, key_group: u16, key: &[u8], start: i64) -> Vec<u8> {
+        window_key(self.operator_id, key_group, key, &self.windows.name, start)
+    }
+
+    /// Adds one key's rows to its windows (in `open` and, as changes, in `txn`);
+    /// returns the windows it changed.
+    #[allow(clippy::too_many_arguments)]
+    fn add_rows(
+        &self,
+        open: &mut OpenWindows,
+        txn: &mut StateTxn,
+        key_group: u16,
+        key: &[u8],
+        rows: &[u32],
+        times: &TimestampMicrosecondArray,
+        values: &Values,
+        late: Option<i64>,
+        stats: &mut StageStats,
+    ) -> Result<Vec<WindowState>> {
+        let shared = open.shared_key(key);
+        let mut changed = Vec::new();
+        if let WindowKind::Session { .. } = self.spec.windows {
+            let before = open.windows_of(key).to_vec();
+            let sessions = self.sessions(&before, rows, times, values, late, stats);
+            for old in &before {
+                if !sessions.iter().any(|s| s.start == old.start) {
+                    txn.blind_delete(Cf::State, self.key_of(key_group, key, old.start));
+                }
+            }
+            // Only sessions that changed are written back.
+            for session in &sessions {
+                if before.iter().find(|b| b.start == session.start) != Some(session) {
+                    txn.blind_put(
+                        Cf::State,
+                        self.key_of(key_group, key, session.start),
+                        stamped(session, &self.functions)?,
+                    );
+                    stats.state_rows_updated += 1;
+                    changed.push(session.clone());
+                }
+            }
+            open.replace(&shared, key_group, sessions);
+        } else {
+            for partial in self.partials(rows, times, values, late, stats) {
+                let (window, _) = open.add(&shared, key_group, partial);
+                txn.blind_put(Cf::State, self.key_of(key_group, key, window.start), stamped(window, &self.functions)?);
+                stats.state_rows_updated += 1;
+                if self.spec.output_mode == OutputMode::Update {
+                    changed.push(window.clone());
+                }
+            }
+        }
+        Ok(changed)
+    }
+
+    /// The windows whose end the watermark reached, removed from state.
+    fn close_windows(
+        &self,
+        open: &mut OpenWindows,
+        txn: &mut StateTxn,
+        watermark: i64,
+        stats: &mut StageStats,
+    ) -> Result<Vec<(Arc<[u8]>, WindowState)>> {
+        let closed = open.close_until(watermark);
+        let mut out = Vec::with_capacity(closed.len());
+        for (key, key_group, window) in closed {
+            txn.blind_delete(Cf::State, self.key_of(key_group, &key, window.start));
+            stats.entries_evicted += 1;
+            stats.state_rows_removed += 1;
+            out.push((key, window));
+        }
+        Ok(out)
+    }
+}
+
+/// A window as the store keeps it: what its aggregates (`functions`) need, in CBOR,
+/// stamped as never expiring.
+fn stamped(window: &WindowState, functions: &[AggregateFn]) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(&layout::NEVER.to_be_bytes());
+    ciborium::into_writer(&window.trimmed(functions), &mut out)?;
+    Ok(out)
+}
+
+impl Stage for WindowStage {
+    fn output_schema(&self) -> &SchemaRef {
+        &self.output_schema
+    }
+
+    /// Late rows are judged here, as Spark judges them for a windowed aggregation: by
+    /// their window — a row counts unless its window ended at or before the previous
+    /// batch's watermark (its result was final).
+    fn accepts_late_rows(&self) -> bool {
+        true
+    }
+
+    fn timers_due(&mut self, store: &StateStore, time: BatchTime) -> Result<bool> {
+        match (self.spec.output_mode, time.watermark) {
+            (OutputMode::Complete, _) | (_, None) => Ok(false),
+            (_, Some(watermark)) => {
+                let open = self.take_open(store, time.processing_time)?;
+                let due = open.any_ending_by(watermark);
+                self.open = Some(open);
+                Ok(due)
+            }
+        }
+    }
+
+    fn run(&mut self, store: &StateStore, input: &RecordBatch, time: BatchTime) -> Result<StageOutput> {
+        let started = std::time::Instant::now();
+        let mut open = self.take_open(store, time.processing_time)?;
+        let mut txn = store.begin();
+        let mut stats = StageStats { name: self.name.clone(), ..StageStats::default() };
+        let times = input
+            .column(self.time_index)
+            .as_any()
+            .downcast_ref::<TimestampMicrosecondArray>()
+            .context("the window's time column is not a TIMESTAMP")?
+            .clone();
+        let values = Values::of(input, &self.columns);
+        // Complete mode keeps every window and so drops no row as late (as Spark).
+        let late = time.late_rows_watermark.filter(|_| self.spec.output_mode != OutputMode::Complete);
+        let mut changed: Vec<(Arc<[u8]>, WindowState)> = Vec::new();
+        for rows in group_by_key(input, &self.group_indices, self.key_groups).keys() {
+            stats.keys_with_input += 1;
+            let touched = self.add_rows(
+                &mut open,
+                &mut txn,
+                rows.key_group,
+                rows.key,
+                rows.rows,
+                &times,
+                &values,
+                late,
+                &mut stats,
+            )?;
+            if !touched.is_empty() {
+                let shared = open.shared_key(rows.key);
+                changed.extend(touched.into_iter().map(|w| (shared.clone(), w)));
+            }
+        }
+        let mut output = match self.spec.output_mode {
+            OutputMode::Complete => {
+                if open.len() as u64 > self.spec.max_complete_rows {
+                    bail!(
+                        "complete mode would output {} windows, more than max-complete-rows ({}); raise it, or use append or update mode",
+                        open.len(),
+                        self.spec.max_complete_rows
+                    );
+                }
+                open.all().map(|(key, _, window)| (key.clone(), window.clone())).collect()
+            }
+            OutputMode::Append => match time.watermark {
+                Some(watermark) => self.close_windows(&mut open, &mut txn, watermark, &mut stats)?,
+                None => Vec::new(),
+            },
+            OutputMode::Update => {
+                if let Some(watermark) = time.watermark {
+                    self.close_windows(&mut open, &mut txn, watermark, &mut stats)?;
+                }
+                changed
+            }
+        };
+        // By window, then group (in the keys' encoded order).
+        output.sort_unstable_by(|(a_key, a), (b_key, b)| (a.start, a.end, &**a_key).cmp(&(b.start, b.end, &**b_key)));
+        let output = output
+            .into_iter()
+            .map(|(group, window)| Ok((key::decode(&group).context("a window's group key is not a key")?, window)))
+            .collect::<Result<Vec<(Vec<Scalar>, WindowState)>>>()?;
+        let rows = running::output_rows(&self.output_schema, self.group_indices.len(), &self.functions, &output)?;
+        open.advance_to(time.batch_id);
+        self.open = Some(open);
+        stats.run_ms = started.elapsed().as_millis() as u64;
+        Ok(StageOutput { txns: vec![txn], rows: vec![rows], stats })
+    }
+
+    fn close(&mut self) -> Result<()> {
+        Ok(())
+    }
+}

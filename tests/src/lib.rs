@@ -2,6 +2,7 @@
 //! binary are, and a driver for the `scripted` test processor.
 
 pub mod kafka;
+pub mod stage_query;
 pub mod torture;
 
 use std::ops::Range;

@@ -4,98 +4,9 @@
 //! restart mid-stream that continues exactly.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
-use std::process::{Command, Output};
 
-use eddy_tests::eddy_bin;
+use eddy_tests::stage_query::{Query, SECOND, check, eddy, micros};
 use serde_json::Value;
-
-const SECOND: i64 = 1_000_000;
-
-fn eddy(args: &[&str]) -> Output {
-    Command::new(eddy_bin()).args(args).output().expect("eddy runs")
-}
-
-fn check(output: &Output) -> String {
-    assert!(output.status.success(), "eddy failed: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// Microseconds since the epoch of `YYYY-MM-DDTHH:MM:SS[.fff…]Z` on 1969-12-31 or in
-/// January 1970.
-fn micros(text: &str) -> i64 {
-    let (date, time) =
-        text.trim_end_matches('Z').trim_end_matches("+00:00").split_once('T').expect("an RFC 3339 timestamp");
-    let day: i64 = match date {
-        "1969-12-31" => 0,
-        _ if date.starts_with("1970-01-") => date[8..10].parse().expect("day"),
-        _ => panic!("{text} is not near the epoch"),
-    };
-    let (hms, fraction) = time.split_once('.').unwrap_or((time, ""));
-    let parts: Vec<i64> = hms.split(':').map(|p| p.parse().expect("number")).collect();
-    let fraction = format!("{fraction:0<6}");
-    let sub: i64 = fraction[..6].parse().expect("fraction");
-    ((day - 1) * 86_400 + parts[0] * 3600 + parts[1] * 60 + parts[2]) * SECOND + sub
-}
-
-/// A query over `user STRING, amount BIGINT, ts TIMESTAMP` (watermark `delay` seconds)
-/// whose batches are the given files, one per trigger; returns each batch's output rows.
-struct Query {
-    dir: tempfile::TempDir,
-    spec: String,
-    files: usize,
-}
-
-impl Query {
-    fn new(stages: &str, delay_seconds: Option<i64>) -> Query {
-        let dir = tempfile::tempdir().expect("temp dir");
-        std::fs::create_dir(dir.path().join("input")).expect("input");
-        let watermark = delay_seconds
-            .map(|d| format!("watermark = {{ column = \"ts\", delay = \"{d} seconds\" }}"))
-            .unwrap_or_default();
-        let spec = format!(
-            "name = \"stages\"\n[[source]]\nformat = \"json\"\npath = \"input\"\nmax-files-per-trigger = 1\n\
-             schema = \"user STRING, amount BIGINT, ts TIMESTAMP\"\n{watermark}\n\n[trigger]\navailable-now = true\n\n\
-             {stages}\n\n[sink]\nformat = \"json\"\npath = \"out\"\n"
-        );
-        std::fs::write(dir.path().join("pipeline.toml"), &spec).expect("spec");
-        Query { dir, spec, files: 0 }
-    }
-
-    /// Adds one input file of `(user, amount, ts seconds)` rows.
-    fn add(&mut self, rows: &[(&str, i64, i64)]) {
-        let text: String = rows
-            .iter()
-            .map(|(user, amount, ts)| format!("{{\"user\":\"{user}\",\"amount\":{amount},\"ts\":{}}}\n", ts * SECOND))
-            .collect();
-        std::fs::write(self.dir.path().join(format!("input/part-{:03}.jsonl", self.files)), text).expect("file");
-        self.files += 1;
-    }
-
-    fn run(&self) -> String {
-        let spec = self.dir.path().join("pipeline.toml");
-        let checkpoint = self.dir.path().join("checkpoint");
-        check(&eddy(&["run", spec.to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")]))
-    }
-
-    /// Every output row so far, by batch.
-    fn output(&self) -> BTreeMap<u64, Vec<Value>> {
-        let mut batches = BTreeMap::new();
-        let Ok(entries) = std::fs::read_dir(self.dir.path().join("out")) else { return batches };
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let Some(batch) = name.strip_prefix("part-").and_then(|n| n.strip_suffix(".jsonl")) else { continue };
-            let text = std::fs::read_to_string(entry.path()).expect("part");
-            let rows = text.lines().map(|line| serde_json::from_str(line).expect("JSON row")).collect();
-            batches.insert(batch.parse().expect("batch number"), rows);
-        }
-        batches
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
 
 /// A window result row as `(user, start s, end s, count, sum, min, max)`.
 type WindowRow = (String, i64, i64, i64, i64, i64, i64);
@@ -372,12 +283,15 @@ fn sql_joins_a_static_table_and_refuses_what_cannot_run_per_batch() {
     assert_eq!(rows, [("a".to_string(), Value::from("gold"), 10), ("c".to_string(), Value::Null, 14)]);
 
     for (sql, reason) in [
-        ("SELECT user, count(*) FROM input GROUP BY user", "use a window stage"),
+        ("SELECT user, count(*) FROM input GROUP BY user", "use an aggregate stage ([stage.aggregate])"),
         ("SELECT * FROM input ORDER BY ts", "ORDER BY"),
         ("SELECT * FROM input LIMIT 3", "LIMIT"),
         ("SELECT a.user FROM input a JOIN input b ON a.user = b.user", "with itself"),
-        ("SELECT DISTINCT user FROM input", "use a window stage"),
-        ("SELECT * FROM input WHERE amount > (SELECT avg(amount) FROM input)", "use a window stage"),
+        ("SELECT DISTINCT user FROM input", "use an aggregate stage ([stage.aggregate])"),
+        (
+            "SELECT * FROM input WHERE amount > (SELECT avg(amount) FROM input)",
+            "use an aggregate stage ([stage.aggregate])",
+        ),
         ("SELECT u.id FROM users u LEFT JOIN input i ON i.user = u.id", "static table's rows"),
         ("SELECT user, random() AS r FROM input", "random() gives other values"),
         ("INSERT INTO users SELECT user, user FROM input", "does not plan"),

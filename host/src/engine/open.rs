@@ -9,7 +9,7 @@ use arrow::datatypes::SchemaRef;
 
 use crate::checkpoint::{CheckpointDir, Metadata};
 use crate::decode::decode_json_lines;
-use crate::operator::{DedupStage, OperatorOptions, ShardedOperator, SqlStage, Stage, WindowStage};
+use crate::operator::{AggregateStage, DedupStage, OperatorOptions, ShardedOperator, SqlStage, Stage, WindowStage};
 use crate::pipeline::{OperatorSpec, Pipeline, StageKind, StageSpec};
 use crate::sink::{Sink, SinkOwner};
 use crate::source::{Source, list_input_files};
@@ -67,7 +67,7 @@ fn open_stages(
 ) -> Result<Vec<Box<dyn Stage>>> {
     let mut input = pipeline.sources[0].schema.clone();
     let mut stages: Vec<Box<dyn Stage>> = Vec::with_capacity(pipeline.stages.len());
-    // A window or processor stage in update or complete mode outputs rows that change
+    // A window, aggregate or processor stage in update or complete mode outputs rows that change
     // later: Spark refuses any stateful operator after it, and so does eddy.
     let mut changing_rows_from: Option<&str> = None;
     for spec in &pipeline.stages {
@@ -83,6 +83,7 @@ fn open_stages(
         }
         let changing = match &spec.kind {
             StageKind::Window(window) => window.output_mode != crate::contract::OutputMode::Append,
+            StageKind::Aggregate(_) => true,
             StageKind::Processor(processor) => processor.output_mode != crate::contract::OutputMode::Append,
             _ => false,
         };
@@ -116,6 +117,11 @@ fn open_stages(
                 let has_watermark = pipeline.sources.iter().all(|source| source.watermark.is_some());
                 let stage =
                     WindowStage::open(spec, window, &input, pipeline.key_groups, has_watermark).with_context(place)?;
+                let schema = stage.state_schema();
+                (Box::new(stage), Some(schema))
+            }
+            StageKind::Aggregate(aggregate) => {
+                let stage = AggregateStage::open(spec, aggregate, &input, pipeline.key_groups).with_context(place)?;
                 let schema = stage.state_schema();
                 (Box::new(stage), Some(schema))
             }
@@ -214,6 +220,9 @@ fn pipeline_fingerprint(pipeline: &Pipeline) -> String {
             StageKind::Sql(_) => hasher.update(format!("{index}:sql;")),
             StageKind::Window(window) => {
                 hasher.update(format!("{index}:window:{:?}/{};", window.group_by, pipeline.key_groups))
+            }
+            StageKind::Aggregate(aggregate) => {
+                hasher.update(format!("{index}:aggregate:{:?}/{};", aggregate.group_by, pipeline.key_groups))
             }
             StageKind::Dedup(dedup) => hasher.update(format!("{index}:dedup:{:?}/{};", dedup.key, pipeline.key_groups)),
         }

@@ -96,6 +96,8 @@ fn state_operator(stage: &StageStats, metrics: &BatchMetrics) -> StateOperatorPr
         ("numTimersRegistered".to_string(), stage.timers_registered as i64),
         ("numExpiredEntriesEvicted".to_string(), stage.entries_evicted as i64),
         ("guestMemoryPeakBytes".to_string(), stage.guest_memory_peak_bytes as i64),
+        // The stage's own time in `addBatch` (which also holds the sink's).
+        ("runTimeMs".to_string(), stage.run_ms as i64),
     ]);
     for (handler, calls) in &stage.handlers {
         custom_metrics.insert(format!("guestCalls[{handler}]"), calls.calls as i64);

@@ -1,6 +1,7 @@
 //! The pipeline spec: a TOML file that names the sources, their schema and
 //! watermark, the operator, the sink and the trigger, and its validation.
 
+mod aggregate_spec;
 mod duration;
 mod kafka;
 mod limits;
@@ -14,6 +15,7 @@ mod spec;
 mod spec_errors;
 mod stage_spec;
 
+pub use aggregate_spec::{DEFAULT_MAX_COMPLETE_ROWS, parse_aggregate};
 pub use duration::parse_duration;
 pub use kafka::{
     DEFAULT_MAX_OFFSETS_PER_TRIGGER, KafkaProperties, KafkaSinkSpec, KafkaSourceSpec, METADATA_COLUMNS, PropertyValue,
@@ -23,4 +25,3 @@ pub use limits::{CHANGE_OVERHEAD_BYTES, InstanceLimits, Limit, parse_size, show_
 pub use model::*;
 pub use processor_spec::DEFAULT_KEY_GROUPS;
 pub use schema::{TYPE_NAMES, parse_schema};
-pub use stage_spec::{DEFAULT_MAX_COMPLETE_ROWS, parse_aggregate};

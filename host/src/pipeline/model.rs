@@ -174,6 +174,8 @@ pub enum StageKind {
     Sql(String),
     /// Event-time window aggregation.
     Window(WindowSpec),
+    /// A running aggregate per group (no window).
+    Aggregate(AggregateSpec),
     /// Deduplication.
     Dedup(DedupSpec),
 }
@@ -185,6 +187,7 @@ impl StageKind {
             StageKind::Processor(_) => "processor",
             StageKind::Sql(_) => "sql",
             StageKind::Window(_) => "window",
+            StageKind::Aggregate(_) => "aggregate",
             StageKind::Dedup(_) => "dedup",
         }
     }
@@ -275,6 +278,19 @@ pub struct WindowSpec {
     pub aggregates: Vec<Aggregate>,
     /// Append: a window once, when the watermark passes its end; update: changed
     /// windows every batch; complete: every window every batch.
+    pub output_mode: OutputMode,
+    /// Complete mode: the most result rows a trigger may output.
+    pub max_complete_rows: u64,
+}
+
+/// A running aggregation stage (Spark's `groupBy(cols).agg(...)` without a window).
+#[derive(Clone, Debug)]
+pub struct AggregateSpec {
+    /// The grouping columns (none: one group of every row).
+    pub group_by: Vec<String>,
+    /// The aggregates, in output order.
+    pub aggregates: Vec<Aggregate>,
+    /// Update: the groups a batch changed, after it; complete: every group every batch.
     pub output_mode: OutputMode,
     /// Complete mode: the most result rows a trigger may output.
     pub max_complete_rows: u64,

@@ -9,12 +9,11 @@ use anyhow::Result;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::duration::parse_duration;
+use super::aggregate_spec::{RawAggregate, RawWindow, aggregate_spec, window_spec};
 use super::located::Locator;
 use super::model::*;
 use super::processor_spec::{RawOperator, operator_spec};
 use super::schema::parse_schema;
-use crate::contract::OutputMode;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -22,22 +21,9 @@ pub(super) struct RawStage {
     name: Option<Spanned<String>>,
     sql: Option<Spanned<String>>,
     window: Option<Spanned<RawWindow>>,
+    aggregate: Option<Spanned<RawAggregate>>,
     dedup: Option<Spanned<RawDedup>>,
     processor: Option<Spanned<RawOperator>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct RawWindow {
-    time_column: Spanned<String>,
-    size: Option<Spanned<String>>,
-    slide: Option<Spanned<String>>,
-    gap: Option<Spanned<String>>,
-    #[serde(default)]
-    group_by: Vec<String>,
-    aggregates: Spanned<Vec<String>>,
-    output_mode: Option<Spanned<String>>,
-    max_complete_rows: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -57,9 +43,6 @@ pub(super) struct RawTable {
     schema: Spanned<String>,
 }
 
-/// The default largest result of a complete-mode window stage.
-pub const DEFAULT_MAX_COMPLETE_ROWS: u64 = 100_000;
-
 /// The chain: `[[stage]]` entries or `[operator]`, exactly one of the two.
 pub(super) fn stage_specs(
     at: &Locator,
@@ -75,7 +58,7 @@ pub(super) fn stage_specs(
             "give either [operator] or [[stage]] entries (a processor stage is `[stage.processor]`), not both",
         )),
         (None, None) => Err(anyhow::anyhow!(
-            "{}: the pipeline has no stages: add [operator] (a processor) or [[stage]] entries (sql, window, dedup, processor)",
+            "{}: the pipeline has no stages: add [operator] (a processor) or [[stage]] entries (sql, window, aggregate, dedup, processor)",
             at.file().display()
         )),
         (Some(operator), None) => {
@@ -112,10 +95,17 @@ pub(super) fn stage_specs(
 
 fn stage_spec(at: &Locator, base: &Path, index: usize, raw: &RawStage, source: &SourceSpec) -> Result<StageSpec> {
     let key = format!("stage[{index}]");
-    let given = [raw.sql.is_some(), raw.window.is_some(), raw.dedup.is_some(), raw.processor.is_some()];
+    let given = [
+        raw.sql.is_some(),
+        raw.window.is_some(),
+        raw.aggregate.is_some(),
+        raw.dedup.is_some(),
+        raw.processor.is_some(),
+    ];
     let line = [
         raw.sql.as_ref().map(|s| at.line_of(s)),
         raw.window.as_ref().map(|s| at.line_of(s)),
+        raw.aggregate.as_ref().map(|s| at.line_of(s)),
         raw.dedup.as_ref().map(|s| at.line_of(s)),
         raw.processor.as_ref().map(|s| at.line_of(s)),
         raw.name.as_ref().map(|s| at.line_of(s)),
@@ -126,7 +116,7 @@ fn stage_spec(at: &Locator, base: &Path, index: usize, raw: &RawStage, source: &
     .unwrap_or(1);
     if given.iter().filter(|g| **g).count() != 1 {
         return Err(anyhow::anyhow!(
-            "{}:{line}: {key}: a stage is exactly one of `sql = \"SELECT …\"`, [stage.window], [stage.dedup] or [stage.processor]",
+            "{}:{line}: {key}: a stage is exactly one of `sql = \"SELECT …\"`, [stage.window], [stage.aggregate], [stage.dedup] or [stage.processor]",
             at.file().display()
         ));
     }
@@ -137,6 +127,8 @@ fn stage_spec(at: &Locator, base: &Path, index: usize, raw: &RawStage, source: &
         StageKind::Sql(sql.get_ref().clone())
     } else if let Some(window) = &raw.window {
         StageKind::Window(window_spec(at, &format!("{key}.window"), window)?)
+    } else if let Some(aggregate) = &raw.aggregate {
+        StageKind::Aggregate(aggregate_spec(at, &format!("{key}.aggregate"), aggregate)?)
     } else if let Some(dedup) = &raw.dedup {
         StageKind::Dedup(dedup_spec(at, &format!("{key}.dedup"), dedup, source)?)
     } else if let Some(processor) = &raw.processor {
@@ -159,134 +151,6 @@ fn stage_spec(at: &Locator, base: &Path, index: usize, raw: &RawStage, source: &
         None => format!("{}-{index}", kind.kind_name()),
     };
     Ok(StageSpec { name, operator_id: index as u16, line, kind })
-}
-
-fn duration_us(at: &Locator, raw: &Spanned<String>, key: &str) -> Result<i64> {
-    let duration = parse_duration(raw.get_ref()).map_err(|problem| at.at(raw, key, problem))?;
-    match i64::try_from(duration.as_micros()) {
-        Ok(us) if us > 0 => Ok(us),
-        _ => Err(at.at(raw, key, "expected a positive duration, e.g. \"10 seconds\"")),
-    }
-}
-
-fn window_spec(at: &Locator, key: &str, raw: &Spanned<RawWindow>) -> Result<WindowSpec> {
-    let window = raw.get_ref();
-    let windows = match (&window.size, &window.slide, &window.gap) {
-        (Some(size), None, None) => WindowKind::Tumbling { size_us: duration_us(at, size, &format!("{key}.size"))? },
-        (Some(size), Some(slide), None) => {
-            let size_us = duration_us(at, size, &format!("{key}.size"))?;
-            let slide_us = duration_us(at, slide, &format!("{key}.slide"))?;
-            if slide_us > size_us {
-                return Err(at.at(slide, &format!("{key}.slide"), "the slide must not be longer than the size"));
-            }
-            if size_us % slide_us != 0 {
-                return Err(at.at(slide, &format!("{key}.slide"), "the size must be a multiple of the slide"));
-            }
-            WindowKind::Sliding { size_us, slide_us }
-        }
-        (None, None, Some(gap)) => WindowKind::Session { gap_us: duration_us(at, gap, &format!("{key}.gap"))? },
-        _ => {
-            return Err(at.at(
-                raw,
-                key,
-                "give `size` (tumbling), `size` and `slide` (sliding), or `gap` (session windows)",
-            ));
-        }
-    };
-    let output_mode = match window.output_mode.as_ref().map(|m| (m.get_ref().as_str(), m)) {
-        None | Some(("append", _)) => OutputMode::Append,
-        Some(("update", span)) => {
-            if matches!(windows, WindowKind::Session { .. }) {
-                return Err(at.at(
-                    span,
-                    &format!("{key}.output-mode"),
-                    "session windows support append and complete, not update (as in Spark: a session's rows can merge into another session later)",
-                ));
-            }
-            OutputMode::Update
-        }
-        Some(("complete", _)) => OutputMode::Complete,
-        Some((other, span)) => {
-            return Err(at.at(
-                span,
-                &format!("{key}.output-mode"),
-                format!("unknown output mode '{other}'; expected \"append\", \"update\" or \"complete\""),
-            ));
-        }
-    };
-    if window.aggregates.get_ref().is_empty() {
-        return Err(at.at(
-            &window.aggregates,
-            &format!("{key}.aggregates"),
-            "expected at least one aggregate, e.g. \"count\"",
-        ));
-    }
-    let mut aggregates: Vec<Aggregate> = Vec::new();
-    for text in window.aggregates.get_ref() {
-        let aggregate = parse_aggregate(text)
-            .map_err(|problem| at.at(&window.aggregates, &format!("{key}.aggregates"), problem))?;
-        if aggregates.iter().any(|a| a.name == aggregate.name)
-            || window.group_by.contains(&aggregate.name)
-            || ["window_start", "window_end"].contains(&aggregate.name.as_str())
-        {
-            return Err(at.at(
-                &window.aggregates,
-                &format!("{key}.aggregates"),
-                format!("two output columns are named '{}'; rename one with `as`", aggregate.name),
-            ));
-        }
-        aggregates.push(aggregate);
-    }
-    let max_complete_rows = match &window.max_complete_rows {
-        Some(n) if *n.get_ref() == 0 => {
-            return Err(at.at(n, &format!("{key}.max-complete-rows"), "expected a positive number"));
-        }
-        Some(n) => *n.get_ref(),
-        None => DEFAULT_MAX_COMPLETE_ROWS,
-    };
-    Ok(WindowSpec {
-        time_column: window.time_column.get_ref().clone(),
-        windows,
-        group_by: window.group_by.clone(),
-        aggregates,
-        output_mode,
-        max_complete_rows,
-    })
-}
-
-/// `count`, `count(*)`, `count(col)`, `sum(col)`, `min(col)`, `max(col)`, `avg(col)`,
-/// each optionally followed by `as name` (default: `count`, `sum_col`, …).
-pub fn parse_aggregate(text: &str) -> std::result::Result<Aggregate, String> {
-    let (call, alias) = match text.split_once(" as ") {
-        Some((call, alias)) => (call.trim(), Some(alias.trim().to_string())),
-        None => (text.trim(), None),
-    };
-    let (function_name, column) = match call.split_once('(') {
-        Some((name, rest)) => {
-            let column = rest.strip_suffix(')').ok_or_else(|| format!("'{text}': expected `function(column)`"))?.trim();
-            (name.trim(), if column == "*" || column.is_empty() { None } else { Some(column.to_string()) })
-        }
-        None => (call, None),
-    };
-    let function = match function_name.to_ascii_lowercase().as_str() {
-        "count" => AggregateFn::Count,
-        "sum" => AggregateFn::Sum,
-        "min" => AggregateFn::Min,
-        "max" => AggregateFn::Max,
-        "avg" | "mean" => AggregateFn::Avg,
-        other => return Err(format!("'{text}': unknown aggregate '{other}'; expected count, sum, min, max or avg")),
-    };
-    if function != AggregateFn::Count && column.is_none() {
-        return Err(format!("'{text}': {function_name} needs a column, e.g. {function_name}(amount)"));
-    }
-    let name = alias.unwrap_or_else(|| match &column {
-        None => "count".to_string(),
-        Some(column) => format!("{}_{column}", function_name.to_ascii_lowercase()),
-    });
-    if name.is_empty() {
-        return Err(format!("'{text}': the name after `as` is empty"));
-    }
-    Ok(Aggregate { function, column, name })
 }
 
 fn dedup_spec(at: &Locator, key: &str, raw: &Spanned<RawDedup>, source: &SourceSpec) -> Result<DedupSpec> {

@@ -1,9 +1,12 @@
 //! Aggregation stages in native Rust: the window stage (Spark's
-//! `groupBy(window(...), cols).agg(...)`), with the running aggregates it keeps per
-//! window and the open windows it holds in memory.
+//! `groupBy(window(...), cols).agg(...)`) with the open windows it holds in memory, and
+//! the aggregate stage (`groupBy(cols).agg(...)`, no window); both keep the running
+//! aggregates of [`running`].
 
+mod group_by;
 mod open_windows;
 mod running;
 mod window;
 
+pub use group_by::AggregateStage;
 pub use window::WindowStage;

@@ -9,6 +9,7 @@
 //! Memory: about 100 bytes plus the key per open window.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -49,11 +50,13 @@ pub struct OpenWindows {
 }
 
 impl OpenWindows {
-    /// The open windows of `operator` as the store has them committed.
-    pub fn load(store: &StateStore, operator: u16, now: i64) -> Result<OpenWindows> {
+    /// The open windows of `operator` in `key_groups` as the store has them committed.
+    pub fn load(store: &StateStore, operator: u16, key_groups: Range<u16>, now: i64) -> Result<OpenWindows> {
         let mut table = OpenWindows { as_of: store.committed_batch()?, ..OpenWindows::default() };
         let txn = store.begin();
-        for (raw_key, raw_value) in txn.scan_prefix(Cf::State, &operator.to_be_bytes())? {
+        let bound = |group: u16| [operator.to_be_bytes(), group.to_be_bytes()].concat();
+        // Key groups are below the count, a u16: the range's end is a key group's prefix.
+        for (raw_key, raw_value) in txn.scan_range(Cf::State, &bound(key_groups.start), Some(&bound(key_groups.end)))? {
             let (_, key_group, key, _, _) =
                 layout::split_state_key(&raw_key).context("a state key of the window stage is corrupt")?;
             let Some(payload) = value_get(Some(raw_value), now)? else { continue };

@@ -89,7 +89,8 @@ impl Running {
         }
     }
 
-    fn merge(&mut self, other: &Running) {
+    /// Adds another's values (stored first, then a batch's: sums add in that order).
+    pub fn merge(&mut self, other: &Running) {
         self.n += other.n;
         self.sum = match (self.sum, other.sum) {
             (Some(a), Some(b)) => Some(a.add(b)),
@@ -125,19 +126,7 @@ impl WindowState {
     /// The window with only what each aggregate's result reads (`functions`, in the
     /// aggregates' order): what the store keeps.
     pub fn trimmed(&self, functions: &[AggregateFn]) -> WindowState {
-        let aggregates = self
-            .aggregates
-            .iter()
-            .zip(functions)
-            .map(|(running, function)| match function {
-                AggregateFn::Count => Running { n: running.n, ..Running::default() },
-                AggregateFn::Sum => Running { sum: running.sum, ..Running::default() },
-                AggregateFn::Min => Running { min: running.min, ..Running::default() },
-                AggregateFn::Max => Running { max: running.max, ..Running::default() },
-                AggregateFn::Avg => Running { n: running.n, sum: running.sum, ..Running::default() },
-            })
-            .collect();
-        WindowState { start: self.start, end: self.end, aggregates }
+        WindowState { start: self.start, end: self.end, aggregates: trimmed(&self.aggregates, functions) }
     }
 
     /// Adds another window's (a session merged into this one).
@@ -148,6 +137,22 @@ impl WindowState {
             mine.merge(theirs);
         }
     }
+}
+
+/// Each aggregate's running state with only what its result reads (`functions`, in
+/// the aggregates' order): what the store keeps.
+pub fn trimmed(aggregates: &[Running], functions: &[AggregateFn]) -> Vec<Running> {
+    aggregates
+        .iter()
+        .zip(functions)
+        .map(|(running, function)| match function {
+            AggregateFn::Count => Running { n: running.n, ..Running::default() },
+            AggregateFn::Sum => Running { sum: running.sum, ..Running::default() },
+            AggregateFn::Min => Running { min: running.min, ..Running::default() },
+            AggregateFn::Max => Running { max: running.max, ..Running::default() },
+            AggregateFn::Avg => Running { n: running.n, sum: running.sum, ..Running::default() },
+        })
+        .collect()
 }
 
 /// How an aggregate reads its column.
@@ -191,6 +196,24 @@ pub fn resolve(aggregates: &[Aggregate], input: &SchemaRef) -> Result<Vec<Column
         .collect()
 }
 
+/// The indices of the group-by columns in `input`, refusing a column that is missing or
+/// cannot be a key.
+pub fn resolve_groups(group_by: &[String], input: &SchemaRef) -> Result<Vec<usize>> {
+    group_by
+        .iter()
+        .map(|column| {
+            let index = input.index_of(column).map_err(|_| {
+                let names = input.fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>().join(", ");
+                anyhow::anyhow!("group-by column '{column}' is not among the stage's input columns ({names})")
+            })?;
+            if crate::contract::rows::contract_type(input.field(index).data_type()).is_none() {
+                bail!("group-by column '{column}' is {}, which cannot be a key", input.field(index).data_type());
+            }
+            Ok(index)
+        })
+        .collect()
+}
+
 /// Reads the numbers of the aggregates' columns of a batch.
 pub struct Values {
     columns: Vec<Option<Arc<dyn Array>>>,
@@ -229,12 +252,15 @@ impl Values {
     }
 }
 
-/// The output schema: the group columns, `window_start`, `window_end`, the aggregates.
-pub fn output_schema(group: &[Field], columns: &[Column]) -> SchemaRef {
+/// The output schema: the group columns, `window_start` and `window_end` (when
+/// `windowed`), the aggregates.
+pub fn output_schema(group: &[Field], windowed: bool, columns: &[Column]) -> SchemaRef {
     let mut fields: Vec<Field> = group.iter().map(|f| f.clone().with_nullable(true)).collect();
-    let timestamp = crate::contract::rows::arrow_type(crate::contract::DataType::Timestamp);
-    fields.push(Field::new("window_start", timestamp.clone(), false));
-    fields.push(Field::new("window_end", timestamp, false));
+    if windowed {
+        let timestamp = crate::contract::rows::arrow_type(crate::contract::DataType::Timestamp);
+        fields.push(Field::new("window_start", timestamp.clone(), false));
+        fields.push(Field::new("window_end", timestamp, false));
+    }
     for column in columns {
         let data_type = match (column.aggregate.function, &column.data_type) {
             (AggregateFn::Count, _) => DataType::Int64,
@@ -249,10 +275,12 @@ pub fn output_schema(group: &[Field], columns: &[Column]) -> SchemaRef {
 }
 
 /// Output rows for `windows` (each with its group's key values), in `schema`, whose
-/// aggregate columns hold `functions` in order.
+/// aggregate columns hold `functions` in order; without window columns unless
+/// `windowed` (then the windows' bounds are not read).
 pub fn output_rows(
     schema: &SchemaRef,
     groups: usize,
+    windowed: bool,
     functions: &[AggregateFn],
     windows: &[(Vec<Scalar>, WindowState)],
 ) -> Result<RecordBatch> {
@@ -266,9 +294,12 @@ pub fn output_rows(
         windows.iter().for_each(|(_, w)| builder.append_value(pick(w)));
         Arc::new(builder.finish())
     };
-    columns.push(timestamps(|w| w.start));
-    columns.push(timestamps(|w| w.end));
-    for (index, (field, function)) in schema.fields().iter().skip(groups + 2).zip(functions).enumerate() {
+    if windowed {
+        columns.push(timestamps(|w| w.start));
+        columns.push(timestamps(|w| w.end));
+    }
+    let first_aggregate = groups + if windowed { 2 } else { 0 };
+    for (index, (field, function)) in schema.fields().iter().skip(first_aggregate).zip(functions).enumerate() {
         let values: Vec<Option<Number>> = windows
             .iter()
             .map(|(_, w)| w.aggregates.get(index).and_then(|running| result(running, *function)))

@@ -20,6 +20,7 @@
 //! bridges two), so a session's start can move back and its end forward.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
@@ -28,9 +29,9 @@ use arrow::datatypes::{DataType, Field, SchemaRef, TimeUnit};
 
 use super::open_windows::{OpenWindows, window_key};
 use super::running::{self, Column, Values, WindowState};
-use crate::contract::rows::contract_type;
 use crate::contract::{OutputMode, Scalar};
-use crate::operator::grouping::group_by_key;
+use crate::operator::grouping::{KeyRows, group_by_key};
+use crate::operator::shards::key_group_ranges;
 use crate::operator::stage::{BatchTime, Stage, StageOutput, StageStats};
 use crate::pipeline::{AggregateFn, StageSpec, WindowKind, WindowSpec};
 use crate::state::{Cf, OperatorStateSchema, StateKind, StateStore, StateTxn, VariableDecl, key, layout};
@@ -47,8 +48,28 @@ pub struct WindowStage {
     functions: Vec<AggregateFn>,
     output_schema: SchemaRef,
     windows: VariableDecl,
-    /// The open windows, once loaded.
-    open: Option<OpenWindows>,
+    /// The key-group ranges of the shards a batch runs on in parallel.
+    shards: Vec<Range<u16>>,
+    /// Each shard's open windows, once loaded.
+    open: Option<Vec<OpenWindows>>,
+}
+
+/// What every shard reads of one batch.
+struct BatchRows {
+    times: TimestampMicrosecondArray,
+    values: Values,
+    /// Rows only in windows that ended at or before it are late.
+    late: Option<i64>,
+    /// The watermark that closes windows.
+    watermark: Option<i64>,
+}
+
+/// What one shard did in a batch.
+struct ShardOutput {
+    txn: StateTxn,
+    /// Closed (append) or changed (update) windows.
+    output: Vec<(Arc<[u8]>, WindowState)>,
+    stats: StageStats,
 }
 
 impl WindowStage {
@@ -83,23 +104,10 @@ impl WindowStage {
                  add [source.watermark], or use output-mode \"update\" or \"complete\""
             );
         }
-        let group_indices = spec
-            .group_by
-            .iter()
-            .map(|column| {
-                input.index_of(column).map_err(|_| {
-                    anyhow::anyhow!("group-by column '{column}' is not among the stage's input columns ({})", names())
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        for (index, column) in group_indices.iter().zip(&spec.group_by) {
-            if contract_type(input.field(*index).data_type()).is_none() {
-                bail!("group-by column '{column}' is {}, which cannot be a key", input.field(*index).data_type());
-            }
-        }
+        let group_indices = running::resolve_groups(&spec.group_by, input)?;
         let columns = running::resolve(&spec.aggregates, input)?;
         let group_fields: Vec<Field> = group_indices.iter().map(|i| input.field(*i).clone()).collect();
-        let output_schema = running::output_schema(&group_fields, &columns);
+        let output_schema = running::output_schema(&group_fields, true, &columns);
         Ok(WindowStage {
             name: stage.name.clone(),
             operator_id: stage.operator_id,
@@ -111,6 +119,8 @@ impl WindowStage {
             columns,
             output_schema,
             windows: VariableDecl { name: "windows".into(), kind: StateKind::Map, ttl_us: None },
+            // One shard per core: a batch's keys are independent.
+            shards: key_group_ranges(key_groups, std::thread::available_parallelism().map_or(1, |n| n.get())),
             open: None,
         })
     }
@@ -130,12 +140,48 @@ impl WindowStage {
     /// The open windows: the table of the last batch if it holds what the store has
     /// committed, else loaded from the store. Taken out of the stage while a batch
     /// runs, so a failed batch leaves none behind.
-    fn take_open(&mut self, store: &StateStore, now: i64) -> Result<OpenWindows> {
+    fn take_open(&mut self, store: &StateStore, now: i64) -> Result<Vec<OpenWindows>> {
         let committed = store.committed_batch()?;
         match self.open.take() {
-            Some(open) if open.is_current(committed) => Ok(open),
-            _ => OpenWindows::load(store, self.operator_id, now),
+            Some(shards) if shards.iter().all(|open| open.is_current(committed)) => Ok(shards),
+            _ => {
+                self.shards.iter().map(|range| OpenWindows::load(store, self.operator_id, range.clone(), now)).collect()
+            }
         }
+    }
+
+    /// One shard's part of a batch: its keys' rows added to its windows, then the
+    /// windows the watermark closes.
+    fn run_shard(
+        &self,
+        store: &StateStore,
+        open: &mut OpenWindows,
+        keys: &[KeyRows],
+        batch: &BatchRows,
+    ) -> Result<ShardOutput> {
+        let mut txn = store.begin();
+        let mut stats = StageStats::default();
+        let mut changed: Vec<(Arc<[u8]>, WindowState)> = Vec::new();
+        for rows in keys {
+            stats.keys_with_input += 1;
+            let touched = self.add_rows(open, &mut txn, rows, batch, &mut stats)?;
+            if !touched.is_empty() {
+                let shared = open.shared_key(rows.key);
+                changed.extend(touched.into_iter().map(|w| (shared.clone(), w)));
+            }
+        }
+        let closed = match batch.watermark {
+            Some(watermark) if self.spec.output_mode != OutputMode::Complete => {
+                self.close_windows(open, &mut txn, watermark, &mut stats)?
+            }
+            _ => Vec::new(),
+        };
+        let output = match self.spec.output_mode {
+            OutputMode::Append => closed,
+            OutputMode::Update => changed,
+            OutputMode::Complete => Vec::new(),
+        };
+        Ok(ShardOutput { txn, output, stats })
     }
 
     /// The starts of the fixed windows holding `time` (none for a time within a window
@@ -251,19 +297,17 @@ impl WindowStage {
 
     /// Adds one key's rows to its windows (in `open` and, as changes, in `txn`);
     /// returns the windows it changed.
-    #[allow(clippy::too_many_arguments)]
     fn add_rows(
         &self,
         open: &mut OpenWindows,
         txn: &mut StateTxn,
-        key_group: u16,
-        key: &[u8],
-        rows: &[u32],
-        times: &TimestampMicrosecondArray,
-        values: &Values,
-        late: Option<i64>,
+        rows: &KeyRows,
+        batch: &BatchRows,
         stats: &mut StageStats,
     ) -> Result<Vec<WindowState>> {
+        let (key_group, key) = (rows.key_group, rows.key);
+        let (times, values, late) = (&batch.times, &batch.values, batch.late);
+        let rows = rows.rows;
         let shared = open.shared_key(key);
         let mut changed = Vec::new();
         if let WindowKind::Session { .. } = self.spec.windows {
@@ -345,9 +389,9 @@ impl Stage for WindowStage {
         match (self.spec.output_mode, time.watermark) {
             (OutputMode::Complete, _) | (_, None) => Ok(false),
             (_, Some(watermark)) => {
-                let open = self.take_open(store, time.processing_time)?;
-                let due = open.any_ending_by(watermark);
-                self.open = Some(open);
+                let shards = self.take_open(store, time.processing_time)?;
+                let due = shards.iter().any(|open| open.any_ending_by(watermark));
+                self.open = Some(shards);
                 Ok(due)
             }
         }
@@ -355,70 +399,82 @@ impl Stage for WindowStage {
 
     fn run(&mut self, store: &StateStore, input: &RecordBatch, time: BatchTime) -> Result<StageOutput> {
         let started = std::time::Instant::now();
-        let mut open = self.take_open(store, time.processing_time)?;
-        let mut txn = store.begin();
+        let mut shards = self.take_open(store, time.processing_time)?;
+        let batch = BatchRows {
+            times: input
+                .column(self.time_index)
+                .as_any()
+                .downcast_ref::<TimestampMicrosecondArray>()
+                .context("the window's time column is not a TIMESTAMP")?
+                .clone(),
+            values: Values::of(input, &self.columns),
+            // Complete mode keeps every window and so drops no row as late (as Spark).
+            late: time.late_rows_watermark.filter(|_| self.spec.output_mode != OutputMode::Complete),
+            watermark: time.watermark,
+        };
+        let grouped = group_by_key(input, &self.group_indices, self.key_groups);
+        let keys = grouped.keys();
+        // The keys are in key-group order: each shard takes its range's run of them.
+        let mut parts: Vec<&[KeyRows]> = Vec::with_capacity(self.shards.len());
+        let mut rest = keys.as_slice();
+        for range in &self.shards {
+            let split = rest.partition_point(|k| k.key_group < range.end);
+            let (part, after) = rest.split_at(split);
+            parts.push(part);
+            rest = after;
+        }
+        let ran: Vec<Result<ShardOutput>> = std::thread::scope(|scope| {
+            let this = &*self;
+            let handles: Vec<_> = shards
+                .iter_mut()
+                .zip(parts)
+                .map(|(open, keys)| scope.spawn(|| this.run_shard(store, open, keys, &batch)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|handle| handle.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a window shard panicked"))))
+                .collect()
+        });
         let mut stats = StageStats { name: self.name.clone(), ..StageStats::default() };
-        let times = input
-            .column(self.time_index)
-            .as_any()
-            .downcast_ref::<TimestampMicrosecondArray>()
-            .context("the window's time column is not a TIMESTAMP")?
-            .clone();
-        let values = Values::of(input, &self.columns);
-        // Complete mode keeps every window and so drops no row as late (as Spark).
-        let late = time.late_rows_watermark.filter(|_| self.spec.output_mode != OutputMode::Complete);
-        let mut changed: Vec<(Arc<[u8]>, WindowState)> = Vec::new();
-        for rows in group_by_key(input, &self.group_indices, self.key_groups).keys() {
-            stats.keys_with_input += 1;
-            let touched = self.add_rows(
-                &mut open,
-                &mut txn,
-                rows.key_group,
-                rows.key,
-                rows.rows,
-                &times,
-                &values,
-                late,
-                &mut stats,
-            )?;
-            if !touched.is_empty() {
-                let shared = open.shared_key(rows.key);
-                changed.extend(touched.into_iter().map(|w| (shared.clone(), w)));
+        let mut txns = Vec::with_capacity(ran.len());
+        let mut output: Vec<(Arc<[u8]>, WindowState)> = Vec::new();
+        for shard in ran {
+            let shard = shard?;
+            txns.push(shard.txn);
+            output.extend(shard.output);
+            for (total, part) in [
+                (&mut stats.keys_with_input, shard.stats.keys_with_input),
+                (&mut stats.rows_dropped_by_watermark, shard.stats.rows_dropped_by_watermark),
+                (&mut stats.state_rows_updated, shard.stats.state_rows_updated),
+                (&mut stats.state_rows_removed, shard.stats.state_rows_removed),
+                (&mut stats.entries_evicted, shard.stats.entries_evicted),
+            ] {
+                *total += part;
             }
         }
-        let mut output = match self.spec.output_mode {
-            OutputMode::Complete => {
-                if open.len() as u64 > self.spec.max_complete_rows {
-                    bail!(
-                        "complete mode would output {} windows, more than max-complete-rows ({}); raise it, or use append or update mode",
-                        open.len(),
-                        self.spec.max_complete_rows
-                    );
-                }
-                open.all().map(|(key, _, window)| (key.clone(), window.clone())).collect()
+        if self.spec.output_mode == OutputMode::Complete {
+            let windows: usize = shards.iter().map(OpenWindows::len).sum();
+            if windows as u64 > self.spec.max_complete_rows {
+                bail!(
+                    "complete mode would output {windows} windows, more than max-complete-rows ({}); raise it, or use append or update mode",
+                    self.spec.max_complete_rows
+                );
             }
-            OutputMode::Append => match time.watermark {
-                Some(watermark) => self.close_windows(&mut open, &mut txn, watermark, &mut stats)?,
-                None => Vec::new(),
-            },
-            OutputMode::Update => {
-                if let Some(watermark) = time.watermark {
-                    self.close_windows(&mut open, &mut txn, watermark, &mut stats)?;
-                }
-                changed
-            }
-        };
+            output = shards.iter().flat_map(|open| open.all().map(|(key, _, w)| (key.clone(), w.clone()))).collect();
+        }
         // By window, then group (in the keys' encoded order).
         output.sort_unstable_by(|(a_key, a), (b_key, b)| (a.start, a.end, &**a_key).cmp(&(b.start, b.end, &**b_key)));
         let output = output
             .into_iter()
             .map(|(group, window)| Ok((key::decode(&group).context("a window's group key is not a key")?, window)))
             .collect::<Result<Vec<(Vec<Scalar>, WindowState)>>>()?;
-        let rows = running::output_rows(&self.output_schema, self.group_indices.len(), &self.functions, &output)?;
-        open.advance_to(time.batch_id);
-        self.open = Some(open);
+        let rows = running::output_rows(&self.output_schema, self.group_indices.len(), true, &self.functions, &output)?;
+        for open in &mut shards {
+            open.advance_to(time.batch_id);
+        }
+        self.open = Some(shards);
         stats.run_ms = started.elapsed().as_millis() as u64;
-        Ok(StageOutput { txns: vec![txn], rows: vec![rows], stats })
+        Ok(StageOutput { txns, rows: vec![rows], stats })
     }
 
     fn close(&mut self) -> Result<()> {

@@ -93,8 +93,9 @@ fn check_incremental(plan: &LogicalPlan) -> Result<()> {
     plan.apply_with_subqueries(|node| {
         match node {
             LogicalPlan::Aggregate(_) | LogicalPlan::Distinct(_) => refuse(
-                "an aggregation (GROUP BY, DISTINCT, UNION, count(*)) spans batches: use a window stage ([stage.window]) \
-                 for aggregates over event time, or a dedup stage ([stage.dedup]) for DISTINCT",
+                "an aggregation (GROUP BY, DISTINCT, UNION, count(*)) spans batches: use an aggregate stage \
+                 ([stage.aggregate]) for running aggregates, a window stage ([stage.window]) for aggregates over event \
+                 time, or a dedup stage ([stage.dedup]) for DISTINCT",
             ),
             LogicalPlan::Sort(_) => refuse("ORDER BY would order one batch only: leave it out (a sink keeps each batch's order)"),
             LogicalPlan::Limit(_) => refuse("LIMIT would apply per batch: leave it out"),

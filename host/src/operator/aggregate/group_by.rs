@@ -1,0 +1,173 @@
+//! The aggregate stage: Spark's `groupBy(cols).agg(...)` without a window — a running
+//! aggregate per group, in update mode (the groups a batch changed, after it) or
+//! complete mode (every group, every batch).
+//!
+//! State per group key: the value `aggregates`, each aggregate's running state (CBOR,
+//! only what its result reads). A batch aggregates its rows per group first, reads the
+//! stored aggregates of its groups in one batched lookup, and writes the merged ones
+//! back. Late rows are not dropped: no group is ever final (as in Spark, where a
+//! watermark only evicts aggregation state when its column is a grouping key).
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result, bail};
+use arrow::array::RecordBatch;
+use arrow::datatypes::{Field, SchemaRef};
+
+use super::running::{self, Column, Running, Values, WindowState};
+use crate::contract::{OutputMode, Scalar};
+use crate::operator::grouping::group_by_key;
+use crate::operator::stage::{BatchTime, Stage, StageOutput, StageStats};
+use crate::pipeline::{AggregateFn, AggregateSpec, StageSpec};
+use crate::state::{Cf, OperatorStateSchema, StateKind, StateStore, VariableDecl, key, layout, value_get};
+
+/// An aggregate stage.
+pub struct AggregateStage {
+    name: String,
+    operator_id: u16,
+    key_groups: u16,
+    spec: AggregateSpec,
+    group_indices: Vec<usize>,
+    columns: Vec<Column>,
+    functions: Vec<AggregateFn>,
+    output_schema: SchemaRef,
+    aggregates: VariableDecl,
+}
+
+impl AggregateStage {
+    /// The stage `spec` describes over rows of `input`.
+    pub fn open(stage: &StageSpec, spec: &AggregateSpec, input: &SchemaRef, key_groups: u16) -> Result<AggregateStage> {
+        let group_indices = running::resolve_groups(&spec.group_by, input)?;
+        let columns = running::resolve(&spec.aggregates, input)?;
+        let group_fields: Vec<Field> = group_indices.iter().map(|i| input.field(*i).clone()).collect();
+        Ok(AggregateStage {
+            name: stage.name.clone(),
+            operator_id: stage.operator_id,
+            key_groups,
+            spec: spec.clone(),
+            group_indices,
+            functions: spec.aggregates.iter().map(|a| a.function).collect(),
+            output_schema: running::output_schema(&group_fields, false, &columns),
+            columns,
+            aggregates: VariableDecl { name: "aggregates".into(), kind: StateKind::Value, ttl_us: None },
+        })
+    }
+
+    /// What the stage keeps, for the checkpoint's schema record and `eddy state`.
+    pub fn state_schema(&self) -> OperatorStateSchema {
+        OperatorStateSchema {
+            key_columns: self.spec.group_by.clone(),
+            key_groups: self.key_groups,
+            variables: vec![self.aggregates.clone()],
+            module_sha256: format!("builtin:aggregate:{:?}", self.spec.aggregates),
+            stage: self.name.clone(),
+        }
+    }
+
+    /// Every group in state (complete mode), refused past `max-complete-rows`.
+    fn all_groups(&self, store: &StateStore, now: i64) -> Result<Vec<(Vec<u8>, Vec<Running>)>> {
+        let mut all = Vec::new();
+        for (raw_key, raw) in store.begin().scan_prefix(Cf::State, &self.operator_id.to_be_bytes())? {
+            if all.len() as u64 > self.spec.max_complete_rows {
+                bail!(
+                    "complete mode would output more than max-complete-rows ({}) groups; raise it, or use update mode",
+                    self.spec.max_complete_rows
+                );
+            }
+            let (_, _, group, _, _) =
+                layout::split_state_key(&raw_key).context("a state key of the aggregate stage is corrupt")?;
+            let Some(payload) = value_get(Some(raw), now)? else { continue };
+            all.push((group.to_vec(), decode(&payload)?));
+        }
+        Ok(all)
+    }
+}
+
+fn decode(raw: &[u8]) -> Result<Vec<Running>> {
+    ciborium::from_reader(raw).context("a group's aggregates in the store do not decode")
+}
+
+impl Stage for AggregateStage {
+    fn output_schema(&self) -> &SchemaRef {
+        &self.output_schema
+    }
+
+    /// No row is late for a running aggregate.
+    fn accepts_late_rows(&self) -> bool {
+        true
+    }
+
+    fn timers_due(&mut self, _store: &StateStore, _time: BatchTime) -> Result<bool> {
+        Ok(false)
+    }
+
+    fn run(&mut self, store: &StateStore, input: &RecordBatch, time: BatchTime) -> Result<StageOutput> {
+        let started = std::time::Instant::now();
+        let mut txn = store.begin();
+        let mut stats = StageStats { name: self.name.clone(), ..StageStats::default() };
+        let values = Values::of(input, &self.columns);
+        let grouped = group_by_key(input, &self.group_indices, self.key_groups);
+        let keys = grouped.keys();
+        // In (key group, key) order: the state keys are sorted, as a batched lookup wants.
+        let state_keys: Vec<Vec<u8>> = keys
+            .iter()
+            .map(|k| {
+                layout::variable_key(&layout::key_prefix(self.operator_id, k.key_group, k.key), &self.aggregates.name)
+            })
+            .collect();
+        txn.prefetch_state(state_keys.clone())?;
+        let mut changed: Vec<(Vec<u8>, Vec<Running>)> = Vec::new();
+        for (rows, state_key) in keys.iter().zip(state_keys) {
+            stats.keys_with_input += 1;
+            let mut partial = vec![Running::default(); self.columns.len()];
+            for &row in rows.rows {
+                values.add_row(row as usize, &mut partial);
+            }
+            let mut merged = match value_get(txn.get(Cf::State, &state_key)?, time.processing_time)? {
+                Some(raw) => decode(&raw)?,
+                None => vec![Running::default(); self.columns.len()],
+            };
+            for (stored, batch) in merged.iter_mut().zip(&partial) {
+                stored.merge(batch);
+            }
+            let mut value = layout::NEVER.to_be_bytes().to_vec();
+            ciborium::into_writer(&running::trimmed(&merged, &self.functions), &mut value)?;
+            txn.blind_put(Cf::State, state_key, value);
+            stats.state_rows_updated += 1;
+            changed.push((rows.key.to_vec(), merged));
+        }
+        let mut output = match self.spec.output_mode {
+            OutputMode::Complete => {
+                // The store's groups with this batch's changes (not read back from `txn`).
+                let mut all: BTreeMap<Vec<u8>, Vec<Running>> =
+                    self.all_groups(store, time.processing_time)?.into_iter().collect();
+                all.extend(changed);
+                if all.len() as u64 > self.spec.max_complete_rows {
+                    bail!(
+                        "complete mode would output {} groups, more than max-complete-rows ({}); raise it, or use update mode",
+                        all.len(),
+                        self.spec.max_complete_rows
+                    );
+                }
+                all.into_iter().collect()
+            }
+            _ => changed,
+        };
+        // By group, in the keys' encoded order.
+        output.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let rows = output
+            .into_iter()
+            .map(|(group, aggregates)| {
+                let group = key::decode(&group).context("a group key does not decode")?;
+                Ok((group, WindowState { start: 0, end: 0, aggregates }))
+            })
+            .collect::<Result<Vec<(Vec<Scalar>, WindowState)>>>()?;
+        let rows = running::output_rows(&self.output_schema, self.group_indices.len(), false, &self.functions, &rows)?;
+        stats.run_ms = started.elapsed().as_millis() as u64;
+        Ok(StageOutput { txns: vec![txn], rows: vec![rows], stats })
+    }
+
+    fn close(&mut self) -> Result<()> {
+        Ok(())
+    }
+}

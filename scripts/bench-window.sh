@@ -9,15 +9,17 @@
 #     an event-time timer per window);
 #   the same window job with all 20 files in one batch;
 #   builtin / builtin-one: the window job on the built-in window stage ([stage.window],
-#     no WebAssembly), 10 batches and one batch.
+#     no WebAssembly), 10 batches and one batch;
+#   builtin-count: the running count + sum per user on the built-in aggregate stage
+#     ([stage.aggregate], update), 10 batches.
 # Prints events per second and peak RSS per job. EDDY_BIN=path runs another build;
-# JOBS="count window window-one builtin builtin-one" picks jobs.
+# JOBS="count window window-one builtin builtin-one builtin-count" picks jobs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/bench-pipeline.sh
 EVENTS=${EVENTS:-2000000}
 KEYS=${KEYS:-100000}
-JOBS=${JOBS:-count window window-one builtin builtin-one}
+JOBS=${JOBS:-count window window-one builtin builtin-one builtin-count}
 target=${CARGO_TARGET_DIR:-target}
 eddy=${EDDY_BIN:-$target/release/eddy}
 [ -n "${EDDY_BIN:-}" ] || cargo build --release -p eddy --quiet
@@ -94,6 +96,25 @@ available-now = true
 TOML
 }
 
+builtin_count_pipeline() {
+  local file=$1
+  cat > "$file" <<TOML
+name = "bench-builtin-count"
+$(window_source 2)
+[[stage]]
+name = "totals"
+[stage.aggregate]
+group-by = ["user"]
+aggregates = ["count", "sum(amount) as total"]
+output-mode = "update"
+[sink]
+format = "parquet"
+path = "out"
+[trigger]
+available-now = true
+TOML
+}
+
 run_job() {
   local name=$1
   rm -rf "$work/checkpoint" "$work/out"
@@ -118,6 +139,7 @@ for job in $JOBS; do
       run_job window-one ;;
     builtin) builtin_window_pipeline "$work/pipeline.toml" 2; run_job builtin ;;
     builtin-one) builtin_window_pipeline "$work/pipeline.toml" ""; run_job builtin-one ;;
+    builtin-count) builtin_count_pipeline "$work/pipeline.toml"; run_job builtin-count ;;
     *) echo "unknown job $job"; exit 2 ;;
   esac
 done

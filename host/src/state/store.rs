@@ -124,10 +124,11 @@ impl StateStore {
     /// Writes every change of all `txns` (which touch disjoint keys, e.g. one per
     /// shard) and `batch_id` as the committed batch, in one atomic, durable write.
     pub fn commit_all(&self, txns: Vec<StateTxn>, batch_id: u64) -> Result<()> {
-        // Room for every change and its change-log copy up front: a write batch that
-        // grows copies itself each time it doubles.
+        // Room for every change and its change-log copy up front (a write batch that
+        // grows copies itself each time it doubles): the buffered bytes count each
+        // change's key and value plus 64, about what the two copies take.
         let buffered: u64 = txns.iter().map(StateTxn::buffered_bytes).sum();
-        let mut batch = WriteBatch::with_capacity_bytes(2 * buffered as usize + 4096);
+        let mut batch = WriteBatch::with_capacity_bytes(buffered as usize + buffered as usize / 4 + 4096);
         let mut log = ChangeLogWriter::new(batch_id, buffered as usize);
         // Each change moves from the buffer into the write batch (the buffer shrinks as
         // the batch grows), so the commit does not hold both whole.

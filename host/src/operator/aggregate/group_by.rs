@@ -15,11 +15,11 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::{Field, SchemaRef};
 
 use super::running::{self, Column, Running, Values, WindowState};
-use crate::contract::{OutputMode, Scalar};
+use crate::contract::OutputMode;
 use crate::operator::grouping::group_by_key;
 use crate::operator::stage::{BatchTime, Stage, StageOutput, StageStats};
 use crate::pipeline::{AggregateFn, AggregateSpec, StageSpec};
-use crate::state::{Cf, OperatorStateSchema, StateKind, StateStore, VariableDecl, key, layout, value_get};
+use crate::state::{Cf, OperatorStateSchema, StateKind, StateStore, VariableDecl, layout, value_get};
 
 /// An aggregate stage.
 pub struct AggregateStage {
@@ -155,14 +155,11 @@ impl Stage for AggregateStage {
         };
         // By group, in the keys' encoded order.
         output.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let rows = output
-            .into_iter()
-            .map(|(group, aggregates)| {
-                let group = key::decode(&group).context("a group key does not decode")?;
-                Ok((group, WindowState { start: 0, end: 0, aggregates }))
-            })
-            .collect::<Result<Vec<(Vec<Scalar>, WindowState)>>>()?;
-        let rows = running::output_rows(&self.output_schema, self.group_indices.len(), false, &self.functions, &rows)?;
+        let output: Vec<(&[u8], WindowState)> =
+            output.iter().map(|(group, aggregates)| (&group[..], WindowState::unbounded(aggregates.clone()))).collect();
+        let output: Vec<(&[u8], &WindowState)> = output.iter().map(|(group, state)| (*group, state)).collect();
+        let rows =
+            running::output_rows(&self.output_schema, self.group_indices.len(), false, &self.functions, &output)?;
         stats.run_ms = started.elapsed().as_millis() as u64;
         Ok(StageOutput { txns: vec![txn], rows: vec![rows], stats })
     }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use arrow::array::{
     Array, ArrayRef, BinaryBuilder, BooleanBuilder, Float64Array, Float64Builder, Int64Array, Int64Builder,
     RecordBatch, StringBuilder, TimestampMicrosecondArray, TimestampMicrosecondBuilder,
@@ -121,6 +121,11 @@ impl WindowState {
     /// An empty window.
     pub fn new(start: i64, end: i64, aggregates: usize) -> Self {
         WindowState { start, end, aggregates: vec![Running::default(); aggregates] }
+    }
+
+    /// Aggregates outside any window (the aggregate stage's, output without bounds).
+    pub fn unbounded(aggregates: Vec<Running>) -> Self {
+        WindowState { start: i64::MIN, end: i64::MAX, aggregates }
     }
 
     /// The window with only what each aggregate's result reads (`functions`, in the
@@ -274,7 +279,7 @@ pub fn output_schema(group: &[Field], windowed: bool, columns: &[Column]) -> Sch
     Arc::new(Schema::new(fields))
 }
 
-/// Output rows for `windows` (each with its group's key values), in `schema`, whose
+/// Output rows for `windows` (each with its group's encoded key), in `schema`, whose
 /// aggregate columns hold `functions` in order; without window columns unless
 /// `windowed` (then the windows' bounds are not read).
 pub fn output_rows(
@@ -282,12 +287,16 @@ pub fn output_rows(
     groups: usize,
     windowed: bool,
     functions: &[AggregateFn],
-    windows: &[(Vec<Scalar>, WindowState)],
+    windows: &[(&[u8], &WindowState)],
 ) -> Result<RecordBatch> {
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
     for (index, field) in schema.fields().iter().take(groups).enumerate() {
-        columns
-            .push(scalars(field.data_type(), windows.iter().map(|(key, _)| key.get(index).unwrap_or(&Scalar::Null)))?);
+        // Each key decoded as its column is built (no decoded copy of every key at once).
+        let values = windows.iter().map(|(key, _)| {
+            let parts = crate::state::key::decode(key).context("a group key in the store does not decode")?;
+            Ok(parts.into_iter().nth(index).unwrap_or(Scalar::Null))
+        });
+        columns.push(scalars(field.data_type(), windows.len(), values)?);
     }
     let timestamps = |pick: fn(&WindowState) -> i64| -> ArrayRef {
         let mut builder = TimestampMicrosecondBuilder::with_capacity(windows.len()).with_timezone(TIME_ZONE);
@@ -342,36 +351,66 @@ fn numbers(data_type: &DataType, values: &[Option<Number>]) -> ArrayRef {
 }
 
 /// A column of `data_type` from key values.
-fn scalars<'a>(data_type: &DataType, values: impl Iterator<Item = &'a Scalar>) -> Result<ArrayRef> {
+fn scalars(data_type: &DataType, rows: usize, values: impl Iterator<Item = Result<Scalar>>) -> Result<ArrayRef> {
     Ok(match data_type {
         DataType::Utf8 => {
-            let mut b = StringBuilder::new();
-            values.for_each(|v| if let Scalar::Utf8(s) = v { b.append_value(s) } else { b.append_null() });
+            let mut b = StringBuilder::with_capacity(rows, rows * 8);
+            for value in values {
+                match value? {
+                    Scalar::Utf8(s) => b.append_value(s),
+                    _ => b.append_null(),
+                }
+            }
             Arc::new(b.finish())
         }
         DataType::Int64 => {
-            let mut b = Int64Builder::new();
-            values.for_each(|v| if let Scalar::Int64(i) = v { b.append_value(*i) } else { b.append_null() });
+            let mut b = Int64Builder::with_capacity(rows);
+            for value in values {
+                match value? {
+                    Scalar::Int64(i) => b.append_value(i),
+                    _ => b.append_null(),
+                }
+            }
             Arc::new(b.finish())
         }
         DataType::Float64 => {
-            let mut b = Float64Builder::new();
-            values.for_each(|v| if let Scalar::Float64(f) = v { b.append_value(*f) } else { b.append_null() });
+            let mut b = Float64Builder::with_capacity(rows);
+            for value in values {
+                match value? {
+                    Scalar::Float64(f) => b.append_value(f),
+                    _ => b.append_null(),
+                }
+            }
             Arc::new(b.finish())
         }
         DataType::Boolean => {
-            let mut b = BooleanBuilder::new();
-            values.for_each(|v| if let Scalar::Boolean(x) = v { b.append_value(*x) } else { b.append_null() });
+            let mut b = BooleanBuilder::with_capacity(rows);
+            for value in values {
+                match value? {
+                    Scalar::Boolean(x) => b.append_value(x),
+                    _ => b.append_null(),
+                }
+            }
             Arc::new(b.finish())
         }
         DataType::Binary => {
-            let mut b = BinaryBuilder::new();
-            values.for_each(|v| if let Scalar::Binary(x) = v { b.append_value(x) } else { b.append_null() });
+            let mut b = BinaryBuilder::with_capacity(rows, rows * 8);
+            for value in values {
+                match value? {
+                    Scalar::Binary(x) => b.append_value(x),
+                    _ => b.append_null(),
+                }
+            }
             Arc::new(b.finish())
         }
         DataType::Timestamp(_, zone) => {
-            let mut b = TimestampMicrosecondBuilder::new().with_timezone_opt(zone.clone());
-            values.for_each(|v| if let Scalar::Timestamp(t) = v { b.append_value(*t) } else { b.append_null() });
+            let mut b = TimestampMicrosecondBuilder::with_capacity(rows).with_timezone_opt(zone.clone());
+            for value in values {
+                match value? {
+                    Scalar::Timestamp(t) => b.append_value(t),
+                    _ => b.append_null(),
+                }
+            }
             Arc::new(b.finish())
         }
         other => bail!("a group column of type {other} cannot be output"),

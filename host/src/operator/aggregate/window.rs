@@ -29,12 +29,12 @@ use arrow::datatypes::{DataType, Field, SchemaRef, TimeUnit};
 
 use super::open_windows::{OpenWindows, window_key};
 use super::running::{self, Column, Values, WindowState};
-use crate::contract::{OutputMode, Scalar};
+use crate::contract::OutputMode;
 use crate::operator::grouping::{KeyRows, group_by_key};
 use crate::operator::shards::key_group_ranges;
 use crate::operator::stage::{BatchTime, Stage, StageOutput, StageStats};
 use crate::pipeline::{AggregateFn, StageSpec, WindowKind, WindowSpec};
-use crate::state::{Cf, OperatorStateSchema, StateKind, StateStore, StateTxn, VariableDecl, key, layout};
+use crate::state::{Cf, OperatorStateSchema, StateKind, StateStore, StateTxn, VariableDecl, layout};
 
 /// A window stage.
 pub struct WindowStage {
@@ -464,10 +464,7 @@ impl Stage for WindowStage {
         }
         // By window, then group (in the keys' encoded order).
         output.sort_unstable_by(|(a_key, a), (b_key, b)| (a.start, a.end, &**a_key).cmp(&(b.start, b.end, &**b_key)));
-        let output = output
-            .into_iter()
-            .map(|(group, window)| Ok((key::decode(&group).context("a window's group key is not a key")?, window)))
-            .collect::<Result<Vec<(Vec<Scalar>, WindowState)>>>()?;
+        let output: Vec<(&[u8], &WindowState)> = output.iter().map(|(group, window)| (&**group, window)).collect();
         let rows = running::output_rows(&self.output_schema, self.group_indices.len(), true, &self.functions, &output)?;
         for open in &mut shards {
             open.advance_to(time.batch_id);

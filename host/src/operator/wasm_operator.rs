@@ -315,8 +315,9 @@ impl WasmOperator {
         for timer in due.into_iter().filter(|timer| owned.contains(&timer.key_group)) {
             let scope = self.scope(timer.key_group, timer.key, time);
             let txn = self.instance.txn_mut().context("no state transaction during the batch")?;
-            // An earlier handler of this pass may have deleted it.
-            if !scope.timer_exists(txn, timer.expiry)? {
+            // An earlier handler of this pass may have deleted it (a due timer exists
+            // otherwise: the index it was found in and the timers are written together).
+            if scope.timer_deleted(txn, timer.expiry) {
                 continue;
             }
             scope.timer_delete(txn, timer.expiry);

@@ -57,16 +57,25 @@ impl Cf {
 const BLOCK_CACHE_BYTES: usize = 64 << 20;
 
 /// Each column family's options: LZ4 blocks, a shared block cache, bloom filters (a
-/// lookup of a key that is not there rarely reads a block).
-fn family_options(cache: &rocksdb::Cache) -> Options {
+/// lookup of a key that is not there rarely reads a block). The change log is written
+/// in large chunks and read rarely: no compression, smaller memtables.
+fn family_options(name: &str, cache: &rocksdb::Cache) -> Options {
     let mut table = rocksdb::BlockBasedOptions::default();
     table.set_block_cache(cache);
     table.set_bloom_filter(10.0, false);
     let mut options = Options::default();
-    options.set_compression_type(rocksdb::DBCompressionType::Lz4);
     options.set_block_based_table_factory(&table);
+    if name == CHANGELOG {
+        options.set_compression_type(rocksdb::DBCompressionType::None);
+        options.set_write_buffer_size(CHANGELOG_MEMTABLE_BYTES);
+    } else {
+        options.set_compression_type(rocksdb::DBCompressionType::Lz4);
+    }
     options
 }
+
+/// The change log's memtable size.
+const CHANGELOG_MEMTABLE_BYTES: usize = 32 << 20;
 
 /// A RocksDB database holding every operator's state of one query.
 #[derive(Clone)]
@@ -89,7 +98,7 @@ impl StateStore {
         // a crash; past this total RocksDB flushes them, bounding recovery.
         options.set_max_total_wal_size(MAX_TOTAL_WAL_BYTES);
         let cache = rocksdb::Cache::new_lru_cache(BLOCK_CACHE_BYTES);
-        let families = CF_NAMES.iter().map(|name| ColumnFamilyDescriptor::new(*name, family_options(&cache)));
+        let families = CF_NAMES.iter().map(|name| ColumnFamilyDescriptor::new(*name, family_options(name, &cache)));
         let db = DB::open_cf_descriptors(&options, path, families).with_context(|| {
             format!(
                 "cannot open the state store in {} (is another eddy process using this checkpoint?)",
@@ -302,6 +311,12 @@ impl StateTxn {
         Ok(())
     }
 
+    /// What this transaction did to `key` of `cf`, if anything: `Some(None)` when it
+    /// deleted it (the store is not read).
+    pub fn own_change(&self, cf: Cf, key: &[u8]) -> Option<Option<&[u8]>> {
+        self.overlay[cf as usize].get(key).map(|change| change.as_deref())
+    }
+
     /// Sets `key` to `value`.
     pub fn put(&mut self, cf: Cf, key: Vec<u8>, value: Vec<u8>) {
         self.buffer(cf, key, Some(value));
@@ -328,6 +343,13 @@ impl StateTxn {
         debug_assert_eq!(cf, Cf::State, "blind writes are for state entries");
         self.buffered_bytes += change_bytes(key.len(), Some(&value));
         self.blind.push((key, Some(value)));
+    }
+
+    /// Orders the blind changes by key (keeping their order per key), so that the
+    /// commit finds them sorted: a stage that runs shards in parallel sorts each in its
+    /// own thread.
+    pub fn sort_blind(&mut self) {
+        self.blind.sort_by(|a, b| a.0.cmp(&b.0));
     }
 
     /// Removes `key` of `cf` (only `Cf::State`) as [`blind_put`](Self::blind_put) writes.

@@ -228,9 +228,10 @@ impl KeyScope {
         txn.delete(Cf::TimerIndex, layout::timer_index_key(self.operator, expiry, self.key_group, &self.key));
     }
 
-    /// Whether this key has a timer at `expiry`.
-    pub fn timer_exists(&self, txn: &StateTxn, expiry: i64) -> Result<bool> {
-        Ok(txn.get(Cf::Timers, &layout::timer_key(&self.prefix, expiry))?.is_some())
+    /// Whether this transaction deleted this key's timer at `expiry` (a timer found due
+    /// at the start of a pass may be deleted by a handler of that pass).
+    pub fn timer_deleted(&self, txn: &StateTxn, expiry: i64) -> bool {
+        txn.own_change(Cf::Timers, &layout::timer_key(&self.prefix, expiry)) == Some(None)
     }
 
     /// This key's timers, earliest first.

@@ -181,6 +181,7 @@ impl WindowStage {
             OutputMode::Update => changed,
             OutputMode::Complete => Vec::new(),
         };
+        txn.sort_blind();
         Ok(ShardOutput { txn, output, stats })
     }
 

@@ -249,16 +249,14 @@ impl StateReader {
     /// every state entry each batch wrote or deleted, in batch then key order.
     pub fn changes(&self, operator: u16, from: u64, to: u64) -> Result<Vec<StateChange>> {
         let kinds = declared_kinds(self.schema(operator)?.as_ref());
-        let mut changes = Vec::new();
+        // Each with its state key: a batch's changes are put in key order at the end.
+        let mut changes: Vec<(Vec<u8>, StateChange)> = Vec::new();
         self.scan(CHANGELOG, &[], |raw_key, raw_value| {
-            let (batch, logged) = changelog::decode_entry(raw_key, raw_value)
-                .with_context(|| format!("in the change log of {}", self.path.display()))?;
-            if batch < from || batch > to {
+            if changelog::batch_of(raw_key).is_some_and(|batch| batch < from || batch > to) {
                 return Ok(());
             }
-            let mut logged: Vec<_> = logged.into_iter().collect();
-            // In key order within the batch (entries written before chunks already are).
-            logged.sort_by(|a, b| a.0.cmp(b.0));
+            let (batch, logged) = changelog::decode_entry(raw_key, raw_value)
+                .with_context(|| format!("in the change log of {}", self.path.display()))?;
             for (state_key, value) in logged {
                 let Some((entry_operator, key_group, key_bytes, variable, rest)) = layout::split_state_key(state_key)
                 else {
@@ -284,10 +282,13 @@ impl StateReader {
                     entry.value = serde_json::Value::Null;
                     entry.expires_at = serde_json::Value::Null;
                 }
-                changes.push(StateChange { batch, change: if value.is_some() { "update" } else { "delete" }, entry });
+                let change = StateChange { batch, change: if value.is_some() { "update" } else { "delete" }, entry };
+                changes.push((state_key.to_vec(), change));
             }
             Ok(())
         })?;
+        changes.sort_by(|(a_key, a), (b_key, b)| (a.batch, a_key).cmp(&(b.batch, b_key)));
+        let changes = changes.into_iter().map(|(_, change)| change).collect();
         Ok(changes)
     }
 

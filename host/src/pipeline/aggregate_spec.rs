@@ -35,6 +35,9 @@ pub(super) struct RawAggregate {
     max_complete_rows: Option<Spanned<u64>>,
 }
 
+/// The most sliding windows one row may join (`size / slide`).
+const MAX_WINDOWS_PER_ROW: i64 = 1000;
+
 /// The default largest result of a complete-mode window stage.
 pub const DEFAULT_MAX_COMPLETE_ROWS: u64 = 100_000;
 
@@ -58,6 +61,16 @@ pub(super) fn window_spec(at: &Locator, key: &str, raw: &Spanned<RawWindow>) -> 
             }
             if size_us % slide_us != 0 {
                 return Err(at.at(slide, &format!("{key}.slide"), "the size must be a multiple of the slide"));
+            }
+            if size_us / slide_us > MAX_WINDOWS_PER_ROW {
+                return Err(at.at(
+                    slide,
+                    &format!("{key}.slide"),
+                    format!(
+                        "size / slide is {}: each row would join that many windows; at most {MAX_WINDOWS_PER_ROW} (raise the slide)",
+                        size_us / slide_us
+                    ),
+                ));
             }
             WindowKind::Sliding { size_us, slide_us }
         }

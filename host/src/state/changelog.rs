@@ -70,9 +70,14 @@ impl ChangeLogWriter {
     }
 }
 
+/// The batch a change-log entry belongs to (either format).
+pub fn batch_of(raw_key: &[u8]) -> Option<u64> {
+    raw_key.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes)
+}
+
 /// The batch and the changes of one change-log entry (either format).
 pub fn decode_entry<'a>(raw_key: &'a [u8], raw_value: &'a [u8]) -> Result<(u64, Vec<Change<'a>>)> {
-    let Some(batch) = raw_key.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes) else {
+    let Some(batch) = batch_of(raw_key) else {
         bail!("a change-log key is shorter than its batch id");
     };
     if raw_key.len() != CHUNK_KEY_LEN {

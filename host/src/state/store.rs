@@ -145,6 +145,7 @@ impl StateStore {
             let [state, rest @ ..] = txn.overlay;
             // State changes in key order (RocksDB inserts a sorted run fastest); of a key
             // changed twice blindly, the last change.
+            debug_assert!(txn.blind.iter().all(|(key, _)| !state.contains_key(key)), "a key changed blindly and not");
             let mut changes: Vec<(Vec<u8>, Option<Vec<u8>>)> = state.into_iter().chain(txn.blind).collect();
             changes.sort_by(|a, b| a.0.cmp(&b.0));
             changes.dedup_by(|later, earlier| {
@@ -301,7 +302,9 @@ impl StateTxn {
     /// Reads the committed values of `keys` (state keys, in key order) in one batched
     /// lookup — far cheaper than one `get` each — so that later `get`s of them need no
     /// store access. Replaces what an earlier prefetch held (bounding the memory).
-    pub fn prefetch_state(&mut self, keys: Vec<Vec<u8>>) -> Result<()> {
+    pub fn prefetch_state(&mut self, mut keys: Vec<Vec<u8>>) -> Result<()> {
+        // The batched lookup is told its keys are sorted: make sure (cheap when they are).
+        keys.sort_unstable();
         let handle = self.db.cf_handle(Cf::State.name()).context("state column family missing")?;
         let values = self.db.batched_multi_get_cf(handle, &keys, true);
         self.prefetched.clear();
@@ -337,8 +340,9 @@ impl StateTxn {
 
     /// Sets `key` of `cf` (only `Cf::State`) without the transaction reading it back:
     /// cheaper than [`put`](Self::put), for a stage that keeps what it wrote itself.
-    /// Blind changes are written after the others, in order; a key must not also be
-    /// changed through `put` or `delete` in the same transaction.
+    /// At the commit, blind changes are merged with the others in key order, the last
+    /// blind change of a key winning; a key must not also be changed through `put` or
+    /// `delete` in the same transaction.
     pub fn blind_put(&mut self, cf: Cf, key: Vec<u8>, value: Vec<u8>) {
         debug_assert_eq!(cf, Cf::State, "blind writes are for state entries");
         self.buffered_bytes += change_bytes(key.len(), Some(&value));

@@ -43,16 +43,26 @@ pub struct OpenWindows {
     /// The last batch whose changes the table holds (`None`: loaded before any commit).
     as_of: Option<u64>,
     groups: HashMap<Arc<[u8]>, Group, Xxh3DefaultBuilder>,
-    /// Window ends with the (key, start) of each window ending there; an entry whose
-    /// window has since been merged away or closed is skipped.
+    /// Window ends with the (key, start) of each window ending there, when windows
+    /// close (not in complete mode); an entry whose window has since been merged away
+    /// or closed is skipped.
     ends: BTreeMap<i64, Vec<(Arc<[u8]>, i64)>>,
+    closing: bool,
     windows: usize,
 }
 
 impl OpenWindows {
-    /// The open windows of `operator` in `key_groups` as the store has them committed.
-    pub fn load(store: &StateStore, operator: u16, key_groups: Range<u16>, now: i64) -> Result<OpenWindows> {
-        let mut table = OpenWindows { as_of: store.committed_batch()?, ..OpenWindows::default() };
+    /// The open windows of `operator` in `key_groups` as the store has them committed;
+    /// `closing` says whether windows close (are found by their end), i.e. not in
+    /// complete mode.
+    pub fn load(
+        store: &StateStore,
+        operator: u16,
+        key_groups: Range<u16>,
+        closing: bool,
+        now: i64,
+    ) -> Result<OpenWindows> {
+        let mut table = OpenWindows { as_of: store.committed_batch()?, closing, ..OpenWindows::default() };
         let txn = store.begin();
         let bound = |group: u16| [operator.to_be_bytes(), group.to_be_bytes()].concat();
         // Key groups are below the count, a u16: the range's end is a key group's prefix.
@@ -66,7 +76,7 @@ impl OpenWindows {
                 Some((shared, _)) => shared.clone(),
                 None => Arc::from(key),
             };
-            table.ends.entry(window.end).or_default().push((key.clone(), window.start));
+            table.track(&key, window.start, window.end);
             let group = table.groups.entry(key).or_insert_with(|| Group { key_group, windows: Vec::new() });
             group.windows.push(window);
             table.windows += 1;
@@ -113,7 +123,9 @@ impl OpenWindows {
                 (&group.windows[index], false)
             }
             Err(index) => {
-                self.ends.entry(partial.end).or_default().push((key.clone(), partial.start));
+                if self.closing {
+                    self.ends.entry(partial.end).or_default().push((key.clone(), partial.start));
+                }
                 self.windows += 1;
                 group.windows.insert(index, partial);
                 (&group.windows[index], true)
@@ -121,14 +133,27 @@ impl OpenWindows {
         }
     }
 
-    /// Replaces the key's windows by `windows` (sessions after merging); a window whose
-    /// start or end is new is tracked by its end.
+    /// Replaces the key's windows by `windows` (sessions after merging): a window whose
+    /// start or end is new is tracked by its end, and one that moved or merged away is
+    /// no longer tracked by its old end.
     pub fn replace(&mut self, key: &Arc<[u8]>, key_group: u16, mut windows: Vec<WindowState>) {
         windows.sort_by_key(|w| w.start);
         let group = self.groups.entry(key.clone()).or_insert_with(|| Group { key_group, windows: Vec::new() });
-        for window in &windows {
-            if group.find(window.start).is_none_or(|old| old.end != window.end) {
-                self.ends.entry(window.end).or_default().push((key.clone(), window.start));
+        if self.closing {
+            for old in &group.windows {
+                let kept =
+                    windows.binary_search_by_key(&old.start, |w| w.start).is_ok_and(|i| windows[i].end == old.end);
+                if !kept && let Some(entries) = self.ends.get_mut(&old.end) {
+                    entries.retain(|(k, start)| !(*start == old.start && k == key));
+                    if entries.is_empty() {
+                        self.ends.remove(&old.end);
+                    }
+                }
+            }
+            for window in &windows {
+                if group.find(window.start).is_none_or(|old| old.end != window.end) {
+                    self.ends.entry(window.end).or_default().push((key.clone(), window.start));
+                }
             }
         }
         self.windows = self.windows - group.windows.len() + windows.len();
@@ -136,6 +161,12 @@ impl OpenWindows {
             self.groups.remove(key);
         } else {
             group.windows = windows;
+        }
+    }
+
+    fn track(&mut self, key: &Arc<[u8]>, start: i64, end: i64) {
+        if self.closing {
+            self.ends.entry(end).or_default().push((key.clone(), start));
         }
     }
 

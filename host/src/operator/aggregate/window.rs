@@ -142,11 +142,14 @@ impl WindowStage {
     /// runs, so a failed batch leaves none behind.
     fn take_open(&mut self, store: &StateStore, now: i64) -> Result<Vec<OpenWindows>> {
         let committed = store.committed_batch()?;
+        let closing = self.spec.output_mode != OutputMode::Complete;
         match self.open.take() {
             Some(shards) if shards.iter().all(|open| open.is_current(committed)) => Ok(shards),
-            _ => {
-                self.shards.iter().map(|range| OpenWindows::load(store, self.operator_id, range.clone(), now)).collect()
-            }
+            _ => self
+                .shards
+                .iter()
+                .map(|range| OpenWindows::load(store, self.operator_id, range.clone(), closing, now))
+                .collect(),
         }
     }
 
@@ -321,7 +324,7 @@ impl WindowStage {
             }
             // Only sessions that changed are written back.
             for session in &sessions {
-                if before.iter().find(|b| b.start == session.start) != Some(session) {
+                if !before.iter().any(|b| same_session(b, session)) {
                     txn.blind_put(
                         Cf::State,
                         self.key_of(key_group, key, session.start),
@@ -363,6 +366,11 @@ impl WindowStage {
         }
         Ok(out)
     }
+}
+
+/// Whether two sessions are the same (by value: a NaN aggregate equals itself here).
+fn same_session(a: &WindowState, b: &WindowState) -> bool {
+    a == b || (a.start == b.start && a.end == b.end && format!("{:?}", a.aggregates) == format!("{:?}", b.aggregates))
 }
 
 /// A window as the store keeps it: what its aggregates (`functions`) need, in CBOR,

@@ -28,7 +28,10 @@ pub type Change<'a> = (&'a [u8], Option<&'a [u8]>);
 /// Collects one batch's changes into change-log entries.
 pub struct ChangeLogWriter {
     batch_id: u64,
-    chunks: Vec<Vec<u8>>,
+    /// The chunk being filled.
+    chunk: Vec<u8>,
+    /// How many chunks were taken.
+    taken: u32,
     /// The bytes the changes still to come are expected to take.
     expected: usize,
 }
@@ -36,17 +39,17 @@ pub struct ChangeLogWriter {
 impl ChangeLogWriter {
     /// A writer for batch `batch_id`'s changes, about `expected` bytes of keys and values.
     pub fn new(batch_id: u64, expected: usize) -> Self {
-        ChangeLogWriter { batch_id, chunks: Vec::new(), expected }
+        ChangeLogWriter { batch_id, chunk: Vec::new(), taken: 0, expected }
     }
 
-    /// Records that `key` became `value` (`None`: was deleted).
-    pub fn record(&mut self, key: &[u8], value: Option<&[u8]>) {
-        if self.chunks.last().is_none_or(|chunk| chunk.len() >= CHUNK_BYTES) {
-            let capacity = self.expected.clamp(4096, CHUNK_BYTES + 64 * 1024);
+    /// Records that `key` became `value` (`None`: was deleted); returns the entry of a
+    /// chunk this filled, to be written now (so whole chunks are not held until the end).
+    pub fn record(&mut self, key: &[u8], value: Option<&[u8]>) -> Option<(Vec<u8>, Vec<u8>)> {
+        if self.chunk.capacity() == 0 {
+            self.chunk = Vec::with_capacity(self.expected.clamp(4096, CHUNK_BYTES + 64 * 1024));
             self.expected = self.expected.saturating_sub(CHUNK_BYTES);
-            self.chunks.push(Vec::with_capacity(capacity));
         }
-        let Some(chunk) = self.chunks.last_mut() else { return };
+        let chunk = &mut self.chunk;
         chunk.extend_from_slice(&(key.len() as u32).to_be_bytes());
         chunk.extend_from_slice(key);
         match value {
@@ -57,16 +60,19 @@ impl ChangeLogWriter {
             }
             None => chunk.push(1),
         }
+        (self.chunk.len() >= CHUNK_BYTES).then(|| self.take())
     }
 
-    /// The change-log entries (key, value) to write.
-    pub fn into_entries(self) -> impl Iterator<Item = (Vec<u8>, Vec<u8>)> {
-        let batch_id = self.batch_id;
-        self.chunks.into_iter().enumerate().map(move |(index, chunk)| {
-            let mut key = batch_id.to_be_bytes().to_vec();
-            key.extend_from_slice(&(index as u32).to_be_bytes());
-            (key, chunk)
-        })
+    /// The last chunk's entry, if it holds any change.
+    pub fn finish(mut self) -> Option<(Vec<u8>, Vec<u8>)> {
+        (!self.chunk.is_empty()).then(|| self.take())
+    }
+
+    fn take(&mut self) -> (Vec<u8>, Vec<u8>) {
+        let mut key = self.batch_id.to_be_bytes().to_vec();
+        key.extend_from_slice(&self.taken.to_be_bytes());
+        self.taken += 1;
+        (key, std::mem::take(&mut self.chunk))
     }
 }
 
@@ -124,11 +130,13 @@ mod tests {
     fn changes_round_trip_across_chunks() -> Result<()> {
         let mut writer = ChangeLogWriter::new(7, 0);
         let big = vec![9u8; CHUNK_BYTES];
-        writer.record(b"a", Some(b"1"));
-        writer.record(b"b", None);
-        writer.record(b"c", Some(&big));
-        writer.record(b"d", Some(b""));
-        let entries: Vec<_> = writer.into_entries().collect();
+        let mut entries = Vec::new();
+        entries.extend(writer.record(b"a", Some(b"1")));
+        entries.extend(writer.record(b"b", None));
+        assert!(entries.is_empty(), "the first chunk is not full yet");
+        entries.extend(writer.record(b"c", Some(&big)));
+        entries.extend(writer.record(b"d", Some(b"")));
+        entries.extend(writer.finish());
         assert_eq!(entries.len(), 2, "the big value fills the first chunk");
         let mut all = Vec::new();
         for (key, value) in &entries {

@@ -139,6 +139,7 @@ impl StateStore {
         let buffered: u64 = txns.iter().map(StateTxn::buffered_bytes).sum();
         let mut batch = WriteBatch::with_capacity_bytes(buffered as usize + buffered as usize / 4 + 4096);
         let mut log = ChangeLogWriter::new(batch_id, buffered as usize);
+        let changelog = self.cf_handle(CHANGELOG)?;
         // Each change moves from the buffer into the write batch (the buffer shrinks as
         // the batch grows), so the commit does not hold both whole.
         for txn in txns {
@@ -157,7 +158,9 @@ impl StateStore {
             });
             let cf = self.cf_handle(Cf::State.name())?;
             for (key, change) in changes {
-                log.record(&key, change.as_deref());
+                if let Some((log_key, chunk)) = log.record(&key, change.as_deref()) {
+                    batch.put_cf(changelog, log_key, chunk);
+                }
                 match change {
                     Some(value) => batch.put_cf(cf, key, value),
                     None => batch.delete_cf(cf, key),
@@ -173,9 +176,8 @@ impl StateStore {
                 }
             }
         }
-        let changelog = self.cf_handle(CHANGELOG)?;
-        for (key, value) in log.into_entries() {
-            batch.put_cf(changelog, key, value);
+        if let Some((log_key, chunk)) = log.finish() {
+            batch.put_cf(changelog, log_key, chunk);
         }
         batch.put_cf(self.cf_handle(Cf::Meta.name())?, COMMITTED_BATCH, batch_id.to_be_bytes());
         let mut options = WriteOptions::default();

@@ -146,6 +146,11 @@ fn update_mode_outputs_every_changed_window_each_batch_and_complete_mode_all_of_
             expected.sort_by_key(|row| (row.1, row.0.clone()));
             let printed: Vec<WindowRow> = output[&(index as u64)].iter().map(window_row).collect();
             assert_eq!(printed, expected, "{mode}, batch {index}");
+            // Progress counts the stage's open windows (all of them: none closes here).
+            let progress = std::fs::read_to_string(query.path().join(format!("checkpoint/progress/{index}.json")))
+                .expect("progress record");
+            let progress: Value = serde_json::from_str(&progress).expect("JSON");
+            assert_eq!(progress["stateOperators"][0]["numRowsTotal"], windows.len(), "{mode}, batch {index}");
         }
     }
 }

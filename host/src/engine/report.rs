@@ -105,7 +105,7 @@ fn state_operator(stage: &StageStats, metrics: &BatchMetrics) -> StateOperatorPr
     }
     StateOperatorProgress {
         operator_name: stage.name.clone(),
-        num_rows_total: metrics.state_rows_total,
+        num_rows_total: stage.state_rows_total.unwrap_or(metrics.state_rows_total),
         num_rows_updated: stage.state_rows_updated,
         num_rows_removed: stage.state_rows_removed,
         num_rows_dropped_by_watermark: stage.rows_dropped_by_watermark,

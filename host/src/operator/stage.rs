@@ -54,6 +54,9 @@ pub struct StageStats {
     pub guest_memory_peak_bytes: u64,
     /// The batch's hottest keys.
     pub top_keys: TopKeys,
+    /// The stage's own count of state entries after the batch, when it keeps one
+    /// (otherwise progress shows the store's estimate).
+    pub state_rows_total: Option<u64>,
 }
 
 /// Calls of one processor handler in a batch.

@@ -478,6 +478,7 @@ impl Stage for WindowStage {
         for open in &mut shards {
             open.advance_to(time.batch_id);
         }
+        stats.state_rows_total = Some(shards.iter().map(|open| open.len() as u64).sum());
         self.open = Some(shards);
         stats.run_ms = started.elapsed().as_millis() as u64;
         Ok(StageOutput { txns, rows: vec![rows], stats })

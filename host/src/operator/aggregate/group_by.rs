@@ -108,7 +108,7 @@ impl Stage for AggregateStage {
         let values = Values::of(input, &self.columns);
         let grouped = group_by_key(input, &self.group_indices, self.key_groups);
         let keys = grouped.keys();
-        // In (key group, key) order: the state keys are sorted, as a batched lookup wants.
+        // Each group's value, read ahead in one batched lookup.
         let state_keys: Vec<Vec<u8>> = keys
             .iter()
             .map(|k| {

@@ -6,7 +6,7 @@
 //! closes by their end, without timers. It is loaded from the store on a stage's first
 //! batch and follows every batch the stage runs; when the store's committed batch is
 //! not the last one it followed (a batch failed before its commit), it is loaded again.
-//! Memory: about 100 bytes plus the key per open window.
+//! Memory: about 60 bytes per aggregate plus 70 per open window, and each key once.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
@@ -114,13 +114,13 @@ impl OpenWindows {
     }
 
     /// Adds `partial` (one batch's rows of a window) to the key's window with the same
-    /// start, opening it if needed; returns the window as it now is and whether it is new.
-    pub fn add(&mut self, key: &Arc<[u8]>, key_group: u16, partial: WindowState) -> (&WindowState, bool) {
+    /// start, opening it if needed; returns the window as it now is.
+    pub fn add(&mut self, key: &Arc<[u8]>, key_group: u16, partial: WindowState) -> &WindowState {
         let group = self.groups.entry(key.clone()).or_insert_with(|| Group { key_group, windows: Vec::new() });
         match group.windows.binary_search_by_key(&partial.start, |w| w.start) {
             Ok(index) => {
                 group.windows[index].merge(&partial);
-                (&group.windows[index], false)
+                &group.windows[index]
             }
             Err(index) => {
                 if self.closing {
@@ -128,7 +128,7 @@ impl OpenWindows {
                 }
                 self.windows += 1;
                 group.windows.insert(index, partial);
-                (&group.windows[index], true)
+                &group.windows[index]
             }
         }
     }

@@ -337,7 +337,7 @@ impl WindowStage {
             open.replace(&shared, key_group, sessions);
         } else {
             for partial in self.partials(rows, times, values, late, stats) {
-                let (window, _) = open.add(&shared, key_group, partial);
+                let window = open.add(&shared, key_group, partial);
                 txn.blind_put(Cf::State, self.key_of(key_group, key, window.start), stamped(window, &self.functions)?);
                 stats.state_rows_updated += 1;
                 if self.spec.output_mode == OutputMode::Update {

@@ -34,6 +34,9 @@ impl Group {
     }
 }
 
+/// Where a window is: its group key and start.
+type WindowAt = (Arc<[u8]>, i64);
+
 /// A closed window: its group key, key group and final aggregates.
 pub type Closed = (Arc<[u8]>, u16, WindowState);
 
@@ -46,7 +49,7 @@ pub struct OpenWindows {
     /// Window ends with the (key, start) of each window ending there, when windows
     /// close (not in complete mode); an entry whose window has since been merged away
     /// or closed is skipped.
-    ends: BTreeMap<i64, Vec<(Arc<[u8]>, i64)>>,
+    ends: BTreeMap<i64, Vec<WindowAt>>,
     closing: bool,
     windows: usize,
 }

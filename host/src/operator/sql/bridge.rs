@@ -35,8 +35,12 @@ pub fn to_datafusion(batch: &RecordBatch, schema: &df::datatypes::SchemaRef) -> 
         // SAFETY: `ArrowArray` and `ArrowSchema` of the C Data Interface in both crates
         // (`#[repr(C)]`, same fields); the exported array owns its buffers until its
         // release callback runs, which the importing side calls when done.
-        let (array, array_schema): (df::ffi::FFI_ArrowArray, df::ffi::FFI_ArrowSchema) =
-            unsafe { (std::mem::transmute(array), std::mem::transmute(array_schema)) };
+        let (array, array_schema) = unsafe {
+            (
+                std::mem::transmute::<arrow::ffi::FFI_ArrowArray, df::ffi::FFI_ArrowArray>(array),
+                std::mem::transmute::<arrow::ffi::FFI_ArrowSchema, df::ffi::FFI_ArrowSchema>(array_schema),
+            )
+        };
         // SAFETY: the array was just exported by arrow's own `to_ffi` and is valid.
         let data =
             unsafe { df::ffi::from_ffi(array, &array_schema) }.context("a column does not cross to DataFusion")?;
@@ -52,8 +56,12 @@ pub fn from_datafusion(batch: &df::array::RecordBatch, schema: &SchemaRef) -> Re
     for column in batch.columns() {
         let (array, array_schema) = df::ffi::to_ffi(&column.to_data())?;
         // SAFETY: as in `to_datafusion`, the other way round.
-        let (array, array_schema): (arrow::ffi::FFI_ArrowArray, arrow::ffi::FFI_ArrowSchema) =
-            unsafe { (std::mem::transmute(array), std::mem::transmute(array_schema)) };
+        let (array, array_schema) = unsafe {
+            (
+                std::mem::transmute::<df::ffi::FFI_ArrowArray, arrow::ffi::FFI_ArrowArray>(array),
+                std::mem::transmute::<df::ffi::FFI_ArrowSchema, arrow::ffi::FFI_ArrowSchema>(array_schema),
+            )
+        };
         // SAFETY: the array was just exported by DataFusion's arrow and is valid.
         let data =
             unsafe { arrow::ffi::from_ffi(array, &array_schema) }.context("a column does not cross from DataFusion")?;

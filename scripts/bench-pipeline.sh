@@ -22,6 +22,14 @@ key = ["user"]
 output-mode = "update"
 $operator_lines
 
+$(parquet_sink_available_now)
+TOML
+}
+
+# The [sink] and [trigger] every benchmark pipeline ends with: Parquet part files in
+# `out/`, available-now.
+parquet_sink_available_now() {
+  cat <<TOML
 [sink]
 format = "parquet"
 path = "out"

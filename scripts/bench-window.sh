@@ -68,11 +68,7 @@ $operator_lines
 window_seconds = 10
 value_column = "amount"
 key_name = "user"
-[sink]
-format = "parquet"
-path = "out"
-[trigger]
-available-now = true
+$(parquet_sink_available_now)
 TOML
 }
 
@@ -88,11 +84,7 @@ time-column = "ts"
 size = "10 seconds"
 group-by = ["user"]
 aggregates = ["min(amount) as min", "max(amount) as max", "avg(amount) as avg", "count"]
-[sink]
-format = "parquet"
-path = "out"
-[trigger]
-available-now = true
+$(parquet_sink_available_now)
 TOML
 }
 
@@ -107,11 +99,7 @@ name = "totals"
 group-by = ["user"]
 aggregates = ["count", "sum(amount) as total"]
 output-mode = "update"
-[sink]
-format = "parquet"
-path = "out"
-[trigger]
-available-now = true
+$(parquet_sink_available_now)
 TOML
 }
 

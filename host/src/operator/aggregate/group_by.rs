@@ -65,7 +65,7 @@ impl AggregateStage {
     }
 
     /// Every group in state (complete mode), refused past `max-complete-rows`.
-    fn all_groups(&self, store: &StateStore, now: i64) -> Result<Vec<(Vec<u8>, Vec<Running>)>> {
+    fn all_groups(&self, store: &StateStore, now: i64) -> Result<Vec<(Vec<u8>, WindowState)>> {
         let mut all = Vec::new();
         for (raw_key, raw) in store.begin().scan_prefix(Cf::State, &self.operator_id.to_be_bytes())? {
             if all.len() as u64 > self.spec.max_complete_rows {
@@ -77,7 +77,7 @@ impl AggregateStage {
             let (_, _, group, _, _) =
                 layout::split_state_key(&raw_key).context("a state key of the aggregate stage is corrupt")?;
             let Some(payload) = value_get(Some(raw), now)? else { continue };
-            all.push((group.to_vec(), decode(&payload)?));
+            all.push((group.to_vec(), WindowState::unbounded(decode(&payload)?)));
         }
         Ok(all)
     }
@@ -116,7 +116,7 @@ impl Stage for AggregateStage {
             })
             .collect();
         txn.prefetch_state(state_keys.clone())?;
-        let mut changed: Vec<(Vec<u8>, Vec<Running>)> = Vec::new();
+        let mut changed: Vec<(Vec<u8>, WindowState)> = Vec::new();
         for (rows, state_key) in keys.iter().zip(state_keys) {
             stats.keys_with_input += 1;
             let mut partial = vec![Running::default(); self.columns.len()];
@@ -134,12 +134,12 @@ impl Stage for AggregateStage {
             ciborium::into_writer(&running::trimmed(&merged, &self.functions), &mut value)?;
             txn.blind_put(Cf::State, state_key, value);
             stats.state_rows_updated += 1;
-            changed.push((rows.key.to_vec(), merged));
+            changed.push((rows.key.to_vec(), WindowState::unbounded(merged)));
         }
         let mut output = match self.spec.output_mode {
             OutputMode::Complete => {
                 // The store's groups with this batch's changes (not read back from `txn`).
-                let mut all: BTreeMap<Vec<u8>, Vec<Running>> =
+                let mut all: BTreeMap<Vec<u8>, WindowState> =
                     self.all_groups(store, time.processing_time)?.into_iter().collect();
                 all.extend(changed);
                 if all.len() as u64 > self.spec.max_complete_rows {
@@ -155,9 +155,7 @@ impl Stage for AggregateStage {
         };
         // By group, in the keys' encoded order.
         output.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let output: Vec<(&[u8], WindowState)> =
-            output.iter().map(|(group, aggregates)| (&group[..], WindowState::unbounded(aggregates.clone()))).collect();
-        let output: Vec<(&[u8], &WindowState)> = output.iter().map(|(group, state)| (*group, state)).collect();
+        let output: Vec<(&[u8], &WindowState)> = output.iter().map(|(group, state)| (&group[..], state)).collect();
         let rows =
             running::output_rows(&self.output_schema, self.group_indices.len(), false, &self.functions, &output)?;
         stats.run_ms = started.elapsed().as_millis() as u64;

@@ -205,9 +205,9 @@ impl OpenWindows {
         closed
     }
 
-    /// Every open window with its key and key group.
-    pub fn all(&self) -> impl Iterator<Item = (&Arc<[u8]>, u16, &WindowState)> {
-        self.groups.iter().flat_map(|(key, group)| group.windows.iter().map(move |w| (key, group.key_group, w)))
+    /// Every open window with its key.
+    pub fn all(&self) -> impl Iterator<Item = (&Arc<[u8]>, &WindowState)> {
+        self.groups.iter().flat_map(|(key, group)| group.windows.iter().map(move |w| (key, w)))
     }
 }
 

@@ -210,14 +210,8 @@ impl WindowStage {
 
     /// One key's rows aggregated per fixed window, leaving out the windows that ended
     /// at or before `late` (the rows only in such windows are dropped).
-    fn partials(
-        &self,
-        rows: &[u32],
-        times: &TimestampMicrosecondArray,
-        values: &Values,
-        late: Option<i64>,
-        stats: &mut StageStats,
-    ) -> Vec<WindowState> {
+    fn partials(&self, rows: &[u32], batch: &BatchRows, stats: &mut StageStats) -> Vec<WindowState> {
+        let (times, values, late) = (&batch.times, &batch.values, batch.late);
         let size = self.size_us();
         let mut partials: Vec<WindowState> = Vec::new();
         // Past a few windows a key's windows are found by start through an index.
@@ -265,11 +259,10 @@ impl WindowStage {
         &self,
         before: &[WindowState],
         rows: &[u32],
-        times: &TimestampMicrosecondArray,
-        values: &Values,
-        late: Option<i64>,
+        batch: &BatchRows,
         stats: &mut StageStats,
     ) -> Vec<WindowState> {
+        let (times, values, late) = (&batch.times, &batch.values, batch.late);
         let gap = self.size_us();
         let mut sessions = before.to_vec();
         for &row in rows {
@@ -309,14 +302,12 @@ impl WindowStage {
         batch: &BatchRows,
         stats: &mut StageStats,
     ) -> Result<Vec<WindowState>> {
-        let (key_group, key) = (rows.key_group, rows.key);
-        let (times, values, late) = (&batch.times, &batch.values, batch.late);
-        let rows = rows.rows;
+        let (key_group, key, rows) = (rows.key_group, rows.key, rows.rows);
         let shared = open.shared_key(key);
         let mut changed = Vec::new();
         if let WindowKind::Session { .. } = self.spec.windows {
             let before = open.windows_of(key).to_vec();
-            let sessions = self.sessions(&before, rows, times, values, late, stats);
+            let sessions = self.sessions(&before, rows, batch, stats);
             for old in &before {
                 if !sessions.iter().any(|s| s.start == old.start) {
                     txn.blind_delete(Cf::State, self.key_of(key_group, key, old.start));
@@ -336,7 +327,7 @@ impl WindowStage {
             }
             open.replace(&shared, key_group, sessions);
         } else {
-            for partial in self.partials(rows, times, values, late, stats) {
+            for partial in self.partials(rows, batch, stats) {
                 let window = open.add(&shared, key_group, partial);
                 txn.blind_put(Cf::State, self.key_of(key_group, key, window.start), stamped(window, &self.functions)?);
                 stats.state_rows_updated += 1;
@@ -469,7 +460,7 @@ impl Stage for WindowStage {
                     self.spec.max_complete_rows
                 );
             }
-            output = shards.iter().flat_map(|open| open.all().map(|(key, _, w)| (key.clone(), w.clone()))).collect();
+            output = shards.iter().flat_map(|open| open.all().map(|(key, w)| (key.clone(), w.clone()))).collect();
         }
         // By window, then group (in the keys' encoded order).
         output.sort_unstable_by(|(a_key, a), (b_key, b)| (a.start, a.end, &**a_key).cmp(&(b.start, b.end, &**b_key)));

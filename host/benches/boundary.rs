@@ -70,8 +70,12 @@ fn processors(c: &mut Criterion) {
                 b.iter_batched(
                     || store.begin(),
                     |txn| {
-                        let time =
-                            BatchTime { batch_id, processing_time: 1_000_000 + batch_id as i64, watermark: None };
+                        let time = BatchTime {
+                            batch_id,
+                            processing_time: 1_000_000 + batch_id as i64,
+                            watermark: None,
+                            late_rows_watermark: None,
+                        };
                         let output = operator.run_batch(txn, &input, time).expect("batch runs");
                         store.commit(output.txn, batch_id).expect("commit");
                         batch_id += 1;

@@ -16,7 +16,8 @@ use serde::Serialize;
 use super::entry_json::{StateEntry, decode_entry, decode_key, encode_key, hex, infer_kind};
 use crate::checkpoint::CheckpointDir;
 use crate::state::{
-    CF_NAMES, CHANGELOG, COMMITTED_BATCH, Cf, OperatorStateSchema, StateKind, changelog, key, layout, schema_key,
+    CF_NAMES, CHANGELOG, COMMITTED_BATCH, Cf, OperatorStateSchema, StateKind, changelog, key, layout, packed,
+    schema_key,
 };
 use crate::util::format_micros_iso;
 
@@ -210,6 +211,15 @@ impl StateReader {
         Ok(())
     }
 
+    /// Calls `f` with every state entry whose key starts with `prefix`, packed entries
+    /// read as the entries they hold (see [`packed`]).
+    fn scan_state(&self, prefix: &[u8], mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
+        self.scan(Cf::State.name(), prefix, |k, v| {
+            packed::for_each_unpacked(k, v, &mut f)
+                .with_context(|| format!("in the state store in {}", self.path.display()))
+        })
+    }
+
     /// Calls `f` with every state entry `filter` selects, in store order. Expired
     /// entries not yet evicted are included (flagged), relative to `now`.
     pub fn for_each_entry(
@@ -234,7 +244,7 @@ impl StateReader {
         {
             let prefix = layout::key_prefix(filter.operator, key::key_group(&encoded, groups), &encoded);
             let mut found = false;
-            self.scan(Cf::State.name(), &prefix, |k, v| {
+            self.scan_state(&prefix, |k, v| {
                 found |= visit(k, v)?;
                 Ok(())
             })?;
@@ -242,7 +252,7 @@ impl StateReader {
                 return Ok(());
             }
         }
-        self.scan(Cf::State.name(), &operator_prefix, |k, v| visit(k, v).map(drop))
+        self.scan_state(&operator_prefix, |k, v| visit(k, v).map(drop))
     }
 
     /// The change feed of batches `from..=to` (as far as the change log retains them):
@@ -341,7 +351,7 @@ impl StateReader {
             );
         };
         let mut state: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-        StateReader::open(&checkpoint.snapshot_of(base))?.scan(Cf::State.name(), &[], |k, v| {
+        StateReader::open(&checkpoint.snapshot_of(base))?.scan_state(&[], |k, v| {
             state.insert(k.to_vec(), v.to_vec());
             Ok(())
         })?;
@@ -403,7 +413,7 @@ impl StateReader {
             variables: BTreeMap<String, (Option<StateKind>, u64)>,
         }
         let mut operators: BTreeMap<u16, Op> = BTreeMap::new();
-        self.scan(Cf::State.name(), &[], |raw_key, raw_value| {
+        self.scan_state(&[], |raw_key, raw_value| {
             let (operator, key_group, key_bytes, variable, rest) = layout::split_state_key(raw_key)
                 .with_context(|| format!("corrupt state key {} in {}", hex(raw_key), self.path.display()))?;
             let op = operators.entry(operator).or_default();

@@ -49,18 +49,14 @@ impl ChangeLogWriter {
             self.chunk = Vec::with_capacity(self.expected.clamp(4096, CHUNK_BYTES + 64 * 1024));
             self.expected = self.expected.saturating_sub(CHUNK_BYTES);
         }
-        let chunk = &mut self.chunk;
-        chunk.extend_from_slice(&(key.len() as u32).to_be_bytes());
-        chunk.extend_from_slice(key);
-        match value {
-            Some(value) => {
-                chunk.push(0);
-                chunk.extend_from_slice(&(value.len() as u32).to_be_bytes());
-                chunk.extend_from_slice(value);
-            }
-            None => chunk.push(1),
-        }
+        push_record(&mut self.chunk, key, value);
         (self.chunk.len() >= CHUNK_BYTES).then(|| self.take())
+    }
+
+    /// The entry of a chunk of records made elsewhere (see [`ChangeRecords`]).
+    pub fn chunk_entry(&mut self, chunk: Vec<u8>) -> (Vec<u8>, Vec<u8>) {
+        let key = self.next_key();
+        (key, chunk)
     }
 
     /// The last chunk's entry, if it holds any change.
@@ -69,11 +65,74 @@ impl ChangeLogWriter {
     }
 
     fn take(&mut self) -> (Vec<u8>, Vec<u8>) {
+        let key = self.next_key();
+        (key, std::mem::take(&mut self.chunk))
+    }
+
+    fn next_key(&mut self) -> Vec<u8> {
         let mut key = self.batch_id.to_be_bytes().to_vec();
         key.extend_from_slice(&self.taken.to_be_bytes());
         self.taken += 1;
-        (key, std::mem::take(&mut self.chunk))
+        key
     }
+}
+
+/// Change-log records a stage makes itself (of entries it keeps packed, see
+/// [`packed`](super::packed)), in chunks of about [`CHUNK_BYTES`].
+#[derive(Debug, Default)]
+pub struct ChangeRecords {
+    chunks: Vec<Vec<u8>>,
+    bytes: usize,
+}
+
+impl ChangeRecords {
+    /// Records that `key` became `value` (`None`: was deleted).
+    pub fn push(&mut self, key: &[u8], value: Option<&[u8]>) {
+        if self.chunks.last().is_none_or(|chunk| chunk.len() >= CHUNK_BYTES) {
+            self.chunks.push(Vec::with_capacity(64 * 1024));
+        }
+        if let Some(chunk) = self.chunks.last_mut() {
+            let before = chunk.len();
+            push_record(chunk, key, value);
+            self.bytes += chunk.len() - before;
+        }
+    }
+
+    /// The bytes the records take.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The chunks, each a whole number of records.
+    pub fn into_chunks(self) -> Vec<Vec<u8>> {
+        self.chunks
+    }
+}
+
+/// Appends one record: `key` became `value` (`None`: was deleted).
+pub fn push_record(out: &mut Vec<u8>, key: &[u8], value: Option<&[u8]>) {
+    out.extend_from_slice(&(key.len() as u32).to_be_bytes());
+    out.extend_from_slice(key);
+    match value {
+        Some(value) => {
+            out.push(0);
+            out.extend_from_slice(&(value.len() as u32).to_be_bytes());
+            out.extend_from_slice(value);
+        }
+        None => out.push(1),
+    }
+}
+
+/// The records of `raw` (a chunk, or a packed entry's value); `None` if one is cut short.
+pub fn records(raw: &[u8]) -> Option<Vec<Change<'_>>> {
+    let mut changes = Vec::new();
+    let mut rest = raw;
+    while !rest.is_empty() {
+        let (change, after) = next_change(rest)?;
+        changes.push(change);
+        rest = after;
+    }
+    Some(changes)
 }
 
 /// The batch a change-log entry belongs to (either format).
@@ -95,16 +154,10 @@ pub fn decode_entry<'a>(raw_key: &'a [u8], raw_value: &'a [u8]) -> Result<(u64, 
         };
         return Ok((batch, vec![(&raw_key[8..], value)]));
     }
-    let mut changes = Vec::new();
-    let mut rest = raw_value;
-    while !rest.is_empty() {
-        let Some((change, after)) = next_change(rest) else {
-            bail!("the change log of batch {batch} is corrupt (a record is cut short)");
-        };
-        changes.push(change);
-        rest = after;
+    match records(raw_value) {
+        Some(changes) => Ok((batch, changes)),
+        None => bail!("the change log of batch {batch} is corrupt (a record is cut short)"),
     }
-    Ok((batch, changes))
 }
 
 fn next_change(raw: &[u8]) -> Option<(Change<'_>, &[u8])> {

@@ -5,6 +5,7 @@ pub mod changelog;
 mod compatibility;
 pub mod key;
 pub mod layout;
+pub mod packed;
 mod store;
 mod ttl;
 mod variables;

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, ReadOptions, WriteBatch, WriteOptions};
 
-use super::changelog::ChangeLogWriter;
+use super::changelog::{ChangeLogWriter, ChangeRecords};
 use super::layout;
 use crate::pipeline::CHANGE_OVERHEAD_BYTES;
 
@@ -120,6 +120,8 @@ impl StateStore {
             overlay: Default::default(),
             prefetched: HashMap::new(),
             blind: Vec::new(),
+            packed: Vec::new(),
+            records: ChangeRecords::default(),
             buffered_bytes: 0,
         }
     }
@@ -144,6 +146,17 @@ impl StateStore {
         // the batch grows), so the commit does not hold both whole.
         for txn in txns {
             let [state, rest @ ..] = txn.overlay;
+            let cf = self.cf_handle(Cf::State.name())?;
+            for (key, change) in txn.packed {
+                match change {
+                    Some(value) => batch.put_cf(cf, key, value),
+                    None => batch.delete_cf(cf, key),
+                }
+            }
+            for chunk in txn.records.into_chunks() {
+                let (log_key, chunk) = log.chunk_entry(chunk);
+                batch.put_cf(changelog, log_key, chunk);
+            }
             // State changes in key order (RocksDB inserts a sorted run fastest); of a key
             // changed twice blindly, the last change.
             debug_assert!(txn.blind.iter().all(|(key, _)| !state.contains_key(key)), "a key changed blindly and not");
@@ -156,7 +169,6 @@ impl StateStore {
                 }
                 same
             });
-            let cf = self.cf_handle(Cf::State.name())?;
             for (key, change) in changes {
                 if let Some((log_key, chunk)) = log.record(&key, change.as_deref()) {
                     batch.put_cf(changelog, log_key, chunk);
@@ -276,6 +288,11 @@ pub struct StateTxn {
     prefetched: HashMap<Vec<u8>, Option<Vec<u8>>>,
     /// Changes of `Cf::State` the transaction does not read back, in order.
     blind: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// Packed entries written or deleted (see [`packed`](super::packed)); their
+    /// entries' changes are in `records`.
+    packed: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// Change-log records of the entries in `packed`.
+    records: ChangeRecords,
     /// What `overlay` and `blind` hold: each change's key and value bytes plus
     /// [`CHANGE_OVERHEAD_BYTES`].
     buffered_bytes: u64,
@@ -365,10 +382,30 @@ impl StateTxn {
         self.blind.push((key, None));
     }
 
+    /// Writes the packed entry `key` (see [`packed`](super::packed)) of `Cf::State`, not
+    /// recorded in the change log: the entries it holds record their changes with
+    /// [`log_change`](Self::log_change). Not read back by the transaction.
+    pub fn put_packed(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.buffered_bytes += change_bytes(key.len(), Some(&value));
+        self.packed.push((key, Some(value)));
+    }
+
+    /// Deletes the packed entry `key`, as [`put_packed`](Self::put_packed) writes.
+    pub fn delete_packed(&mut self, key: Vec<u8>) {
+        self.buffered_bytes += change_bytes(key.len(), None);
+        self.packed.push((key, None));
+    }
+
+    /// Records in the change log that the entry `key`, kept in a packed entry, became
+    /// `value` (`None`: was deleted).
+    pub fn log_change(&mut self, key: &[u8], value: Option<&[u8]>) {
+        self.records.push(key, value);
+    }
+
     /// The bytes this transaction's changes hold: each change's key and value plus
-    /// [`CHANGE_OVERHEAD_BYTES`].
+    /// [`CHANGE_OVERHEAD_BYTES`], and the change-log records it made itself.
     pub fn buffered_bytes(&self) -> u64 {
-        self.buffered_bytes
+        self.buffered_bytes + self.records.bytes() as u64
     }
 
     /// How many keys of `cf` this transaction changes (writes and deletes).

@@ -3,6 +3,7 @@
 //! the aggregate stage (`groupBy(cols).agg(...)`, no window); both keep the running
 //! aggregates of [`running`].
 
+mod cbor;
 mod group_by;
 mod open_windows;
 mod running;

@@ -1,28 +1,29 @@
 //! The open windows of a window stage, in memory.
 //!
-//! The store holds every open window durably (a map entry per window, see
+//! The store holds every open window durably, packed by end (see
 //! [`WindowStage`](super::WindowStage)); this table holds the same windows in memory so
 //! that a batch reads none of them from RocksDB and finds the windows the watermark
 //! closes by their end, without timers. It is loaded from the store on a stage's first
 //! batch and follows every batch the stage runs; when the store's committed batch is
 //! not the last one it followed (a batch failed before its commit), it is loaded again.
+//! It also tracks which packed entries (an end in a key group: a *bucket*) a batch
+//! changed, for the stage to write back.
 //! Memory: about 60 bytes per aggregate plus 70 per open window, and each key once.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use xxhash_rust::xxh3::Xxh3DefaultBuilder;
 
+use super::cbor;
 use super::running::WindowState;
-use crate::state::{Cf, StateStore, layout, value_get};
+use crate::state::{Cf, StateStore, layout, packed};
 
 /// One group key's open windows.
 #[derive(Debug, Default)]
 pub struct Group {
-    /// The key group of the key.
-    pub key_group: u16,
     /// Its windows, by start.
     pub windows: Vec<WindowState>,
 }
@@ -37,6 +38,9 @@ impl Group {
 /// Where a window is: its group key and start.
 type WindowAt = (Arc<[u8]>, i64);
 
+/// The windows of one end in one key group: what one packed entry holds.
+pub type Bucket = (i64, u16);
+
 /// A closed window: its group key, key group and final aggregates.
 pub type Closed = (Arc<[u8]>, u16, WindowState);
 
@@ -46,43 +50,37 @@ pub struct OpenWindows {
     /// The last batch whose changes the table holds (`None`: loaded before any commit).
     as_of: Option<u64>,
     groups: HashMap<Arc<[u8]>, Group, Xxh3DefaultBuilder>,
-    /// Window ends with the (key, start) of each window ending there, when windows
-    /// close (not in complete mode); an entry whose window has since been merged away
-    /// or closed is skipped.
-    ends: BTreeMap<i64, Vec<WindowAt>>,
-    closing: bool,
+    /// The (key, start) of every open window, by bucket (end, then key group).
+    ends: BTreeMap<Bucket, Vec<WindowAt>>,
+    /// The buckets changed since [`take_changed_buckets`](Self::take_changed_buckets).
+    changed: HashSet<Bucket, Xxh3DefaultBuilder>,
     windows: usize,
 }
 
 impl OpenWindows {
-    /// The open windows of `operator` in `key_groups` as the store has them committed;
-    /// `closing` says whether windows close (are found by their end), i.e. not in
-    /// complete mode.
-    pub fn load(
-        store: &StateStore,
-        operator: u16,
-        key_groups: Range<u16>,
-        closing: bool,
-        now: i64,
-    ) -> Result<OpenWindows> {
-        let mut table = OpenWindows { as_of: store.committed_batch()?, closing, ..OpenWindows::default() };
+    /// The open windows of `operator` in `key_groups` as the store has them committed.
+    pub fn load(store: &StateStore, operator: u16, key_groups: Range<u16>, now: i64) -> Result<OpenWindows> {
+        let mut table = OpenWindows { as_of: store.committed_batch()?, ..OpenWindows::default() };
         let txn = store.begin();
         let bound = |group: u16| [operator.to_be_bytes(), group.to_be_bytes()].concat();
         // Key groups are below the count, a u16: the range's end is a key group's prefix.
         for (raw_key, raw_value) in txn.scan_range(Cf::State, &bound(key_groups.start), Some(&bound(key_groups.end)))? {
-            let (_, key_group, key, _, _) =
-                layout::split_state_key(&raw_key).context("a state key of the window stage is corrupt")?;
-            let Some(payload) = value_get(Some(raw_value), now)? else { continue };
-            let window: WindowState =
-                ciborium::from_reader(payload.as_slice()).context("a window's state in the store does not decode")?;
-            let key: Arc<[u8]> = match table.groups.get_key_value(key) {
-                Some((shared, _)) => shared.clone(),
-                None => Arc::from(key),
-            };
-            table.track(&key, window.start, window.end);
-            let group = table.groups.entry(key).or_insert_with(|| Group { key_group, windows: Vec::new() });
-            group.windows.push(window);
-            table.windows += 1;
+            packed::for_each_unpacked(&raw_key, &raw_value, |entry_key, value| {
+                let (_, key_group, key, _, _) =
+                    layout::split_state_key(entry_key).context("a state key of the window stage is corrupt")?;
+                let (expiry, payload) = layout::unstamp(value).context("a window's state in the store is corrupt")?;
+                if expiry <= now {
+                    return Ok(());
+                }
+                let window: WindowState =
+                    ciborium::from_reader(payload).context("a window's state in the store does not decode")?;
+                let key = table.shared_key(key);
+                table.ends.entry((window.end, key_group)).or_default().push((key.clone(), window.start));
+                let group = table.groups.entry(key).or_default();
+                group.windows.push(window);
+                table.windows += 1;
+                Ok(())
+            })?;
         }
         for group in table.groups.values_mut() {
             group.windows.sort_by_key(|w| w.start);
@@ -119,16 +117,15 @@ impl OpenWindows {
     /// Adds `partial` (one batch's rows of a window) to the key's window with the same
     /// start, opening it if needed; returns the window as it now is.
     pub fn add(&mut self, key: &Arc<[u8]>, key_group: u16, partial: WindowState) -> &WindowState {
-        let group = self.groups.entry(key.clone()).or_insert_with(|| Group { key_group, windows: Vec::new() });
+        let group = self.groups.entry(key.clone()).or_default();
+        self.changed.insert((partial.end, key_group));
         match group.windows.binary_search_by_key(&partial.start, |w| w.start) {
             Ok(index) => {
                 group.windows[index].merge(&partial);
                 &group.windows[index]
             }
             Err(index) => {
-                if self.closing {
-                    self.ends.entry(partial.end).or_default().push((key.clone(), partial.start));
-                }
+                self.ends.entry((partial.end, key_group)).or_default().push((key.clone(), partial.start));
                 self.windows += 1;
                 group.windows.insert(index, partial);
                 &group.windows[index]
@@ -136,27 +133,25 @@ impl OpenWindows {
         }
     }
 
-    /// Replaces the key's windows by `windows` (sessions after merging): a window whose
-    /// start or end is new is tracked by its end, and one that moved or merged away is
-    /// no longer tracked by its old end.
+    /// Replaces the key's windows by `windows` (sessions after merging): each window's
+    /// bucket is marked changed, and one that moved or merged away leaves its bucket.
     pub fn replace(&mut self, key: &Arc<[u8]>, key_group: u16, mut windows: Vec<WindowState>) {
         windows.sort_by_key(|w| w.start);
-        let group = self.groups.entry(key.clone()).or_insert_with(|| Group { key_group, windows: Vec::new() });
-        if self.closing {
-            for old in &group.windows {
-                let kept =
-                    windows.binary_search_by_key(&old.start, |w| w.start).is_ok_and(|i| windows[i].end == old.end);
-                if !kept && let Some(entries) = self.ends.get_mut(&old.end) {
-                    entries.retain(|(k, start)| !(*start == old.start && k == key));
-                    if entries.is_empty() {
-                        self.ends.remove(&old.end);
-                    }
+        let group = self.groups.entry(key.clone()).or_default();
+        for old in &group.windows {
+            let kept = windows.binary_search_by_key(&old.start, |w| w.start).is_ok_and(|i| windows[i].end == old.end);
+            self.changed.insert((old.end, key_group));
+            if !kept && let Some(entries) = self.ends.get_mut(&(old.end, key_group)) {
+                entries.retain(|(k, start)| !(*start == old.start && k == key));
+                if entries.is_empty() {
+                    self.ends.remove(&(old.end, key_group));
                 }
             }
-            for window in &windows {
-                if group.find(window.start).is_none_or(|old| old.end != window.end) {
-                    self.ends.entry(window.end).or_default().push((key.clone(), window.start));
-                }
+        }
+        for window in &windows {
+            self.changed.insert((window.end, key_group));
+            if group.find(window.start).is_none_or(|old| old.end != window.end) {
+                self.ends.entry((window.end, key_group)).or_default().push((key.clone(), window.start));
             }
         }
         self.windows = self.windows - group.windows.len() + windows.len();
@@ -167,26 +162,20 @@ impl OpenWindows {
         }
     }
 
-    fn track(&mut self, key: &Arc<[u8]>, start: i64, end: i64) {
-        if self.closing {
-            self.ends.entry(end).or_default().push((key.clone(), start));
-        }
-    }
-
-    /// Whether a window ends at or before `watermark` (may be a window since merged
-    /// away: then the batch that runs finds nothing to close).
+    /// Whether a window ends at or before `watermark`.
     pub fn any_ending_by(&self, watermark: i64) -> bool {
-        self.ends.first_key_value().is_some_and(|(end, _)| *end <= watermark)
+        self.ends.first_key_value().is_some_and(|((end, _), _)| *end <= watermark)
     }
 
     /// Removes and returns every window ending at or before `watermark`, by end.
     pub fn close_until(&mut self, watermark: i64) -> Vec<Closed> {
         let mut closed = Vec::new();
         while let Some(entry) = self.ends.first_entry() {
-            if *entry.key() > watermark {
+            if entry.key().0 > watermark {
                 break;
             }
-            let (end, windows) = entry.remove_entry();
+            let ((end, key_group), windows) = entry.remove_entry();
+            self.changed.insert((end, key_group));
             for (key, start) in windows {
                 let Some(group) = self.groups.get_mut(&key) else { continue };
                 let Ok(index) = group.windows.binary_search_by_key(&start, |w| w.start) else { continue };
@@ -194,7 +183,6 @@ impl OpenWindows {
                     continue;
                 }
                 let window = group.windows.remove(index);
-                let key_group = group.key_group;
                 if group.windows.is_empty() {
                     self.groups.remove(&key);
                 }
@@ -205,46 +193,38 @@ impl OpenWindows {
         closed
     }
 
+    /// The buckets changed since the last call, by end then key group (a bucket
+    /// without windows now is to be deleted).
+    pub fn take_changed_buckets(&mut self) -> Vec<Bucket> {
+        let mut buckets: Vec<Bucket> = self.changed.drain().collect();
+        buckets.sort_unstable();
+        buckets
+    }
+
+    /// The windows of `bucket`, with their keys.
+    pub fn bucket(&self, bucket: Bucket) -> impl Iterator<Item = (&Arc<[u8]>, &WindowState)> {
+        self.ends.get(&bucket).into_iter().flatten().filter_map(|(key, start)| {
+            let (shared, group) = self.groups.get_key_value(key)?;
+            Some((shared, group.find(*start)?))
+        })
+    }
+
     /// Every open window with its key.
     pub fn all(&self) -> impl Iterator<Item = (&Arc<[u8]>, &WindowState)> {
         self.groups.iter().flat_map(|(key, group)| group.windows.iter().map(move |w| (key, w)))
     }
 }
 
-/// The state-CF key of the window starting at `start` of a group key: the map entry
-/// of `variable` whose user key is `start` in CBOR.
-pub fn window_key(operator: u16, key_group: u16, key: &[u8], variable: &str, start: i64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(19 + key.len() + variable.len());
+/// Appends the state-CF key of the window starting at `start` of a group key to `out`:
+/// the map entry of `variable` whose user key is `start` in CBOR.
+pub fn window_key_into(out: &mut Vec<u8>, operator: u16, key_group: u16, key: &[u8], variable: &str, start: i64) {
     out.extend_from_slice(&operator.to_be_bytes());
     out.extend_from_slice(&key_group.to_be_bytes());
     out.extend_from_slice(&(key.len() as u32).to_be_bytes());
     out.extend_from_slice(key);
     out.extend_from_slice(&(variable.len() as u16).to_be_bytes());
     out.extend_from_slice(variable.as_bytes());
-    cbor_int(start, &mut out);
-    out
-}
-
-/// Appends `value` as a CBOR integer (RFC 8949 §3.1: major type 0 or 1, shortest
-/// argument), the bytes serde's CBOR writer gives an `i64`.
-fn cbor_int(value: i64, out: &mut Vec<u8>) {
-    let (major, argument) = if value < 0 { (0x20u8, !(value as u64)) } else { (0x00, value as u64) };
-    match argument {
-        0..=23 => out.push(major | argument as u8),
-        24..=0xFF => out.extend_from_slice(&[major | 24, argument as u8]),
-        0x100..=0xFFFF => {
-            out.push(major | 25);
-            out.extend_from_slice(&(argument as u16).to_be_bytes());
-        }
-        0x1_0000..=0xFFFF_FFFF => {
-            out.push(major | 26);
-            out.extend_from_slice(&(argument as u32).to_be_bytes());
-        }
-        _ => {
-            out.push(major | 27);
-            out.extend_from_slice(&argument.to_be_bytes());
-        }
-    }
+    cbor::int(start, out);
 }
 
 #[cfg(test)]
@@ -256,7 +236,9 @@ mod tests {
         for start in [0, 1, 23, 24, 255, 256, 65_535, 65_536, 1 << 40, i64::MAX, -1, -24, -25, -257, i64::MIN] {
             let mut expected = layout::variable_key(&layout::key_prefix(3, 9, b"key"), "windows");
             ciborium::into_writer(&start, &mut expected)?;
-            assert_eq!(window_key(3, 9, b"key", "windows", start), expected, "{start}");
+            let mut key = Vec::new();
+            window_key_into(&mut key, 3, 9, b"key", "windows", start);
+            assert_eq!(key, expected, "{start}");
         }
         Ok(())
     }

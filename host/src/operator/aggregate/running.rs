@@ -12,6 +12,7 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use serde::{Deserialize, Serialize};
 
+use super::cbor;
 use crate::contract::Scalar;
 use crate::pipeline::{Aggregate, AggregateFn};
 
@@ -132,6 +133,52 @@ impl WindowState {
     /// aggregates' order): what the store keeps.
     pub fn trimmed(&self, functions: &[AggregateFn]) -> WindowState {
         WindowState { start: self.start, end: self.end, aggregates: trimmed(&self.aggregates, functions) }
+    }
+
+    /// Appends [`trimmed`](Self::trimmed) in CBOR to `out`: by hand (the same bytes as
+    /// serde's writer, several times faster) when every number kept is an integer.
+    pub fn encode_trimmed(&self, functions: &[AggregateFn], out: &mut Vec<u8>) -> Result<()> {
+        let kept = |running: &Running, function: &AggregateFn| match function {
+            AggregateFn::Count => [None, None],
+            AggregateFn::Sum | AggregateFn::Avg => [running.sum, None],
+            AggregateFn::Min => [running.min, None],
+            AggregateFn::Max => [running.max, None],
+        };
+        let floats = self.aggregates.iter().zip(functions).any(|(running, function)| {
+            kept(running, function).iter().flatten().any(|number| matches!(number, Number::Float(_)))
+        });
+        if floats {
+            return Ok(ciborium::into_writer(&self.trimmed(functions), out)?);
+        }
+        out.push(0xa3); // a map of 3
+        cbor::text("start", out);
+        cbor::int(self.start, out);
+        cbor::text("end", out);
+        cbor::int(self.end, out);
+        cbor::text("aggregates", out);
+        cbor::head(4, functions.len().min(self.aggregates.len()) as u64, out);
+        for (running, function) in self.aggregates.iter().zip(functions) {
+            let n = matches!(function, AggregateFn::Count | AggregateFn::Avg).then_some(running.n).filter(|n| *n != 0);
+            let number = |name: &'static str, kept: bool, value: Option<Number>| match value {
+                Some(Number::Int(v)) if kept => Some((name, v)),
+                _ => None,
+            };
+            let fields = [
+                number("sum", matches!(function, AggregateFn::Sum | AggregateFn::Avg), running.sum),
+                number("min", matches!(function, AggregateFn::Min), running.min),
+                number("max", matches!(function, AggregateFn::Max), running.max),
+            ];
+            cbor::head(5, u64::from(n.is_some()) + fields.iter().flatten().count() as u64, out);
+            if let Some(n) = n {
+                cbor::text("n", out);
+                cbor::int(n, out);
+            }
+            for (name, value) in fields.iter().flatten() {
+                cbor::text(name, out);
+                cbor::int(*value, out);
+            }
+        }
+        Ok(())
     }
 
     /// Adds another window's (a session merged into this one).
@@ -415,4 +462,32 @@ fn scalars(data_type: &DataType, rows: usize, values: impl Iterator<Item = Resul
         }
         other => bail!("a group column of type {other} cannot be output"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_encode_by_hand_as_serde_writes_them() -> Result<()> {
+        let functions = [AggregateFn::Count, AggregateFn::Sum, AggregateFn::Min, AggregateFn::Max, AggregateFn::Avg];
+        let full = |n: i64, value: Number| Running { n, sum: Some(value), min: Some(value), max: Some(value) };
+        let cases = [
+            WindowState::new(0, 10, 5),
+            WindowState { start: -1_000_000, end: i64::MAX, aggregates: vec![full(3, Number::Int(-7)); 5] },
+            WindowState { start: 1 << 40, end: (1 << 40) + 24, aggregates: vec![full(300, Number::Int(65_536)); 5] },
+            WindowState { start: 5, end: 6, aggregates: vec![full(1, Number::Float(2.5)); 5] },
+            WindowState { start: 5, end: 6, aggregates: vec![full(0, Number::Int(i64::MIN)); 5] },
+        ];
+        for window in cases {
+            let mut expected = Vec::new();
+            ciborium::into_writer(&window.trimmed(&functions), &mut expected)?;
+            let mut encoded = Vec::new();
+            window.encode_trimmed(&functions, &mut encoded)?;
+            assert_eq!(encoded, expected, "{window:?}");
+            let decoded: WindowState = ciborium::from_reader(encoded.as_slice())?;
+            assert_eq!(decoded, window.trimmed(&functions));
+        }
+        Ok(())
+    }
 }

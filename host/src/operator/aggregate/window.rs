@@ -2,8 +2,11 @@
 //! gap), cols).agg(...)` in native Rust.
 //!
 //! State per group key: the map `windows` from a window's start (CBOR) to its running
-//! aggregates (see [`running`](super::running)). The open windows are also held in
-//! memory ([`OpenWindows`]): a batch reads no window from the store, and the windows
+//! aggregates (see [`running`](super::running)), stored packed: the windows of one end
+//! in one key group are one RocksDB value (see [`packed`](crate::state::packed)), so a
+//! batch writes a few large values and closing an end's windows deletes one per key
+//! group; the change log records each window's change. The open windows are also held
+//! in memory ([`OpenWindows`]): a batch reads no window from the store, and the windows
 //! the watermark closes are found by their end (no timers). A batch's rows are first
 //! aggregated per window, then merged into the open window, so sums add up in the
 //! same order however batches are cut.
@@ -27,14 +30,14 @@ use anyhow::{Context, Result, bail};
 use arrow::array::{Array, RecordBatch, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType, Field, SchemaRef, TimeUnit};
 
-use super::open_windows::{OpenWindows, window_key};
+use super::open_windows::{Bucket, OpenWindows, window_key_into};
 use super::running::{self, Column, Values, WindowState};
 use crate::contract::OutputMode;
 use crate::operator::grouping::{KeyRows, group_by_key};
 use crate::operator::shards::key_group_ranges;
 use crate::operator::stage::{BatchTime, Stage, StageOutput, StageStats};
 use crate::pipeline::{AggregateFn, StageSpec, WindowKind, WindowSpec};
-use crate::state::{Cf, OperatorStateSchema, StateKind, StateStore, StateTxn, VariableDecl, layout};
+use crate::state::{OperatorStateSchema, StateKind, StateStore, StateTxn, VariableDecl, layout, packed};
 
 /// A window stage.
 pub struct WindowStage {
@@ -131,8 +134,8 @@ impl WindowStage {
             key_columns: self.spec.group_by.clone(),
             key_groups: self.key_groups,
             variables: vec![self.windows.clone()],
-            // v2: no timers (the open windows are found by their end in memory).
-            module_sha256: format!("builtin:window/v2:{:?}:{:?}", self.spec.windows, self.spec.aggregates),
+            // v3: windows packed by end (v2: one entry per window; v1: and a timer each).
+            module_sha256: format!("builtin:window/v3:{:?}:{:?}", self.spec.windows, self.spec.aggregates),
             stage: self.name.clone(),
         }
     }
@@ -142,19 +145,14 @@ impl WindowStage {
     /// runs, so a failed batch leaves none behind.
     fn take_open(&mut self, store: &StateStore, now: i64) -> Result<Vec<OpenWindows>> {
         let committed = store.committed_batch()?;
-        let closing = self.spec.output_mode != OutputMode::Complete;
         match self.open.take() {
             Some(shards) if shards.iter().all(|open| open.is_current(committed)) => Ok(shards),
-            _ => self
-                .shards
-                .iter()
-                .map(|range| OpenWindows::load(store, self.operator_id, range.clone(), closing, now))
-                .collect(),
+            _ => self.shards.iter().map(|range| OpenWindows::load(store, self.operator_id, range.clone(), now)).collect(),
         }
     }
 
     /// One shard's part of a batch: its keys' rows added to its windows, then the
-    /// windows the watermark closes.
+    /// windows the watermark closes, then the changed buckets written back.
     fn run_shard(
         &self,
         store: &StateStore,
@@ -165,9 +163,10 @@ impl WindowStage {
         let mut txn = store.begin();
         let mut stats = StageStats::default();
         let mut changed: Vec<(Arc<[u8]>, WindowState)> = Vec::new();
+        let mut scratch = Scratch::default();
         for rows in keys {
             stats.keys_with_input += 1;
-            let touched = self.add_rows(open, &mut txn, rows, batch, &mut stats)?;
+            let touched = self.add_rows(open, &mut txn, &mut scratch, rows, batch, &mut stats)?;
             if !touched.is_empty() {
                 let shared = open.shared_key(rows.key);
                 changed.extend(touched.into_iter().map(|w| (shared.clone(), w)));
@@ -175,7 +174,7 @@ impl WindowStage {
         }
         let closed = match batch.watermark {
             Some(watermark) if self.spec.output_mode != OutputMode::Complete => {
-                self.close_windows(open, &mut txn, watermark, &mut stats)?
+                self.close_windows(open, &mut txn, &mut scratch, watermark, &mut stats)
             }
             _ => Vec::new(),
         };
@@ -184,8 +183,27 @@ impl WindowStage {
             OutputMode::Update => changed,
             OutputMode::Complete => Vec::new(),
         };
-        txn.sort_blind();
+        for bucket in open.take_changed_buckets() {
+            self.write_bucket(open, &mut txn, &mut scratch, bucket)?;
+        }
         Ok(ShardOutput { txn, output, stats })
+    }
+
+    /// Writes `bucket`'s windows as one packed entry (deletes it when none is left).
+    fn write_bucket(&self, open: &OpenWindows, txn: &mut StateTxn, scratch: &mut Scratch, bucket: Bucket) -> Result<()> {
+        let (end, key_group) = bucket;
+        let key = packed::packed_key(self.operator_id, key_group, &layout::sortable_i64(end));
+        let mut value = Vec::new();
+        for (group_key, window) in open.bucket(bucket) {
+            scratch.encode(self, key_group, group_key, window)?;
+            packed::pack(&mut value, &scratch.key, &scratch.value);
+        }
+        if value.is_empty() {
+            txn.delete_packed(key);
+        } else {
+            txn.put_packed(key, value);
+        }
+        Ok(())
     }
 
     /// The starts of the fixed windows holding `time` (none for a time within a window
@@ -288,16 +306,13 @@ impl WindowStage {
         sessions
     }
 
-    fn key_of(&self, key_group: u16, key: &[u8], start: i64) -> Vec<u8> {
-        window_key(self.operator_id, key_group, key, &self.windows.name, start)
-    }
-
-    /// Adds one key's rows to its windows (in `open` and, as changes, in `txn`);
-    /// returns the windows it changed.
+    /// Adds one key's rows to its windows (in `open`, and their changes to the change
+    /// log of `txn`); returns the windows it changed.
     fn add_rows(
         &self,
         open: &mut OpenWindows,
         txn: &mut StateTxn,
+        scratch: &mut Scratch,
         rows: &KeyRows,
         batch: &BatchRows,
         stats: &mut StageStats,
@@ -310,17 +325,15 @@ impl WindowStage {
             let sessions = self.sessions(&before, rows, batch, stats);
             for old in &before {
                 if !sessions.iter().any(|s| s.start == old.start) {
-                    txn.blind_delete(Cf::State, self.key_of(key_group, key, old.start));
+                    scratch.encode_key(self, key_group, key, old.start);
+                    txn.log_change(&scratch.key, None);
                 }
             }
-            // Only sessions that changed are written back.
+            // Only sessions that changed are recorded.
             for session in &sessions {
                 if !before.iter().any(|b| same_session(b, session)) {
-                    txn.blind_put(
-                        Cf::State,
-                        self.key_of(key_group, key, session.start),
-                        stamped(session, &self.functions)?,
-                    );
+                    scratch.encode(self, key_group, key, session)?;
+                    txn.log_change(&scratch.key, Some(&scratch.value));
                     stats.state_rows_updated += 1;
                     changed.push(session.clone());
                 }
@@ -329,7 +342,8 @@ impl WindowStage {
         } else {
             for partial in self.partials(rows, batch, stats) {
                 let window = open.add(&shared, key_group, partial);
-                txn.blind_put(Cf::State, self.key_of(key_group, key, window.start), stamped(window, &self.functions)?);
+                scratch.encode(self, key_group, key, window)?;
+                txn.log_change(&scratch.key, Some(&scratch.value));
                 stats.state_rows_updated += 1;
                 if self.spec.output_mode == OutputMode::Update {
                     changed.push(window.clone());
@@ -344,33 +358,50 @@ impl WindowStage {
         &self,
         open: &mut OpenWindows,
         txn: &mut StateTxn,
+        scratch: &mut Scratch,
         watermark: i64,
         stats: &mut StageStats,
-    ) -> Result<Vec<(Arc<[u8]>, WindowState)>> {
+    ) -> Vec<(Arc<[u8]>, WindowState)> {
         let closed = open.close_until(watermark);
         let mut out = Vec::with_capacity(closed.len());
         for (key, key_group, window) in closed {
-            txn.blind_delete(Cf::State, self.key_of(key_group, &key, window.start));
+            scratch.encode_key(self, key_group, &key, window.start);
+            txn.log_change(&scratch.key, None);
             stats.entries_evicted += 1;
             stats.state_rows_removed += 1;
             out.push((key, window));
         }
-        Ok(out)
+        out
+    }
+}
+
+/// A window's state key and stored value, encoded into buffers reused window after
+/// window.
+#[derive(Default)]
+struct Scratch {
+    key: Vec<u8>,
+    value: Vec<u8>,
+}
+
+impl Scratch {
+    fn encode_key(&mut self, stage: &WindowStage, key_group: u16, key: &[u8], start: i64) {
+        self.key.clear();
+        window_key_into(&mut self.key, stage.operator_id, key_group, key, &stage.windows.name, start);
+    }
+
+    /// Encodes `window` of `key`: its key and its value (what the aggregates need, in
+    /// CBOR, stamped as never expiring).
+    fn encode(&mut self, stage: &WindowStage, key_group: u16, key: &[u8], window: &WindowState) -> Result<()> {
+        self.encode_key(stage, key_group, key, window.start);
+        self.value.clear();
+        self.value.extend_from_slice(&layout::NEVER.to_be_bytes());
+        window.encode_trimmed(&stage.functions, &mut self.value)
     }
 }
 
 /// Whether two sessions are the same (by value: a NaN aggregate equals itself here).
 fn same_session(a: &WindowState, b: &WindowState) -> bool {
     a == b || (a.start == b.start && a.end == b.end && format!("{:?}", a.aggregates) == format!("{:?}", b.aggregates))
-}
-
-/// A window as the store keeps it: what its aggregates (`functions`) need, in CBOR,
-/// stamped as never expiring.
-fn stamped(window: &WindowState, functions: &[AggregateFn]) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(64);
-    out.extend_from_slice(&layout::NEVER.to_be_bytes());
-    ciborium::into_writer(&window.trimmed(functions), &mut out)?;
-    Ok(out)
 }
 
 impl Stage for WindowStage {

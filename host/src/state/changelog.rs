@@ -89,7 +89,8 @@ impl ChangeRecords {
     /// Records that `key` became `value` (`None`: was deleted).
     pub fn push(&mut self, key: &[u8], value: Option<&[u8]>) {
         if self.chunks.last().is_none_or(|chunk| chunk.len() >= CHUNK_BYTES) {
-            self.chunks.push(Vec::with_capacity(64 * 1024));
+            // A chunk is sized once: grown by doubling it would be copied each time.
+            self.chunks.push(Vec::with_capacity(CHUNK_BYTES + 64 * 1024));
         }
         if let Some(chunk) = self.chunks.last_mut() {
             let before = chunk.len();

@@ -151,8 +151,39 @@ fn update_mode_outputs_every_changed_window_each_batch_and_complete_mode_all_of_
                 .expect("progress record");
             let progress: Value = serde_json::from_str(&progress).expect("JSON");
             assert_eq!(progress["stateOperators"][0]["numRowsTotal"], windows.len(), "{mode}, batch {index}");
+            // The change feed has one update per window the batch changed, with its count.
+            let changes = state_windows(&query, &["--changes", &format!("{index}..{index}")]);
+            let expected: BTreeMap<(String, i64), (String, i64)> = changed
+                .iter()
+                .map(|key| (key.clone(), ("update".to_string(), windows[key].len() as i64)))
+                .collect();
+            assert_eq!(changes, expected, "{mode}, batch {index}");
         }
+        // The state holds every window (none closes), one map entry each.
+        let expected: BTreeMap<(String, i64), (String, i64)> =
+            windows.iter().map(|(key, amounts)| (key.clone(), (String::new(), amounts.len() as i64))).collect();
+        assert_eq!(state_windows(&query, &[]), expected, "{mode}");
     }
+}
+
+/// The window stage's state entries (or with `--changes`, changes) as `eddy state read`
+/// lists them: (user, window start in seconds) → (change, count).
+fn state_windows(query: &Query, extra: &[&str]) -> BTreeMap<(String, i64), (String, i64)> {
+    let checkpoint = query.path().join("checkpoint");
+    let mut args = vec!["state", "read", checkpoint.to_str().expect("path"), "--operator", "per-user"];
+    args.extend_from_slice(extra);
+    let mut entries = BTreeMap::new();
+    for line in check(&eddy(&args)).lines() {
+        let entry: Value = serde_json::from_str(line).expect("JSON line");
+        assert_eq!(entry["var"], "windows", "{line}");
+        let user = entry["key"][0].as_str().expect("user").to_string();
+        let start = entry["mapKey"].as_i64().expect("window start") / SECOND;
+        let change = entry["change"].as_str().unwrap_or_default().to_string();
+        let count = entry["value"]["aggregates"][0]["n"].as_i64().expect("count");
+        assert_eq!(entry["value"]["end"].as_i64(), Some((start + 10) * SECOND), "{line}");
+        assert!(entries.insert((user, start), (change, count)).is_none(), "listed twice: {line}");
+    }
+    entries
 }
 
 #[test]

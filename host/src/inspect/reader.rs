@@ -220,7 +220,8 @@ impl StateReader {
         })
     }
 
-    /// Calls `f` with every state entry `filter` selects, in store order. Expired
+    /// Calls `f` with every state entry `filter` selects, in store order (a packed
+    /// entry's entries in the order it holds them). Expired
     /// entries not yet evicted are included (flagged), relative to `now`.
     pub fn for_each_entry(
         &self,

@@ -368,20 +368,6 @@ impl StateTxn {
         self.blind.push((key, Some(value)));
     }
 
-    /// Orders the blind changes by key (keeping their order per key), so that the
-    /// commit finds them sorted: a stage that runs shards in parallel sorts each in its
-    /// own thread.
-    pub fn sort_blind(&mut self) {
-        self.blind.sort_by(|a, b| a.0.cmp(&b.0));
-    }
-
-    /// Removes `key` of `cf` (only `Cf::State`) as [`blind_put`](Self::blind_put) writes.
-    pub fn blind_delete(&mut self, cf: Cf, key: Vec<u8>) {
-        debug_assert_eq!(cf, Cf::State, "blind writes are for state entries");
-        self.buffered_bytes += change_bytes(key.len(), None);
-        self.blind.push((key, None));
-    }
-
     /// Writes the packed entry `key` (see [`packed`](super::packed)) of `Cf::State`, not
     /// recorded in the change log: the entries it holds record their changes with
     /// [`log_change`](Self::log_change). Not read back by the transaction.
@@ -523,15 +509,13 @@ mod tests {
         txn.put(Cf::State, b"b".to_vec(), b"indexed".to_vec());
         txn.blind_put(Cf::State, b"c".to_vec(), b"first".to_vec());
         txn.blind_put(Cf::State, b"a".to_vec(), b"1".to_vec());
-        txn.blind_delete(Cf::State, b"c".to_vec());
+        txn.blind_put(Cf::State, b"c".to_vec(), b"last".to_vec());
         txn.blind_put(Cf::State, b"d".to_vec(), b"1".to_vec());
-        txn.blind_delete(Cf::State, b"d".to_vec());
-        txn.blind_put(Cf::State, b"d".to_vec(), b"last".to_vec());
         assert_eq!(txn.get(Cf::State, b"a")?, None, "blind writes are not read back");
-        assert_eq!(txn.change_counts(Cf::State), (5, 2));
+        assert_eq!(txn.change_counts(Cf::State), (5, 0));
         store.commit(txn, 0)?;
         for (key, value) in
-            [(&b"a"[..], Some(&b"1"[..])), (b"b", Some(b"indexed")), (b"c", None), (b"d", Some(b"last"))]
+            [(&b"a"[..], Some(&b"1"[..])), (b"b", Some(b"indexed")), (b"c", Some(b"last")), (b"d", Some(b"1"))]
         {
             assert_eq!(store.read(Cf::State, key)?.as_deref(), value, "{}", String::from_utf8_lossy(key));
         }
@@ -540,6 +524,30 @@ mod tests {
         let (_, changes) = super::super::changelog::decode_entry(&key, &value)?;
         let keys: Vec<&[u8]> = changes.iter().map(|(key, _)| *key).collect();
         assert_eq!(keys, [&b"a"[..], b"b", b"c", b"d"]);
+        Ok(())
+    }
+
+    #[test]
+    fn packed_entries_are_stored_and_their_entries_changes_logged() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let store = StateStore::open(dir.path())?;
+        let mut txn = store.begin();
+        txn.put_packed(b"packed".to_vec(), b"many entries".to_vec());
+        txn.delete_packed(b"gone".to_vec());
+        txn.log_change(b"entry-1", Some(b"v"));
+        txn.log_change(b"entry-2", None);
+        store.commit(txn, 4)?;
+        assert_eq!(store.read(Cf::State, b"packed")?.as_deref(), Some(&b"many entries"[..]));
+        let handle = store.cf_handle(CHANGELOG)?;
+        let mut logged = Vec::new();
+        for item in store.db.iterator_cf(handle, IteratorMode::Start) {
+            let (key, value) = item?;
+            let (batch, changes) = super::super::changelog::decode_entry(&key, &value)?;
+            assert_eq!(batch, 4);
+            logged.extend(changes.into_iter().map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec))));
+        }
+        // The entries' changes, not the packed values.
+        assert_eq!(logged, vec![(b"entry-1".to_vec(), Some(b"v".to_vec())), (b"entry-2".to_vec(), None)]);
         Ok(())
     }
 }

@@ -1,0 +1,155 @@
+//! Tests of the state store and its transactions.
+
+use super::*;
+
+#[test]
+fn prefetched_values_are_read_like_gets_and_the_transaction_writes_win() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = StateStore::open(dir.path())?;
+    let mut committed = store.begin();
+    committed.put(Cf::State, b"a".to_vec(), b"1".to_vec());
+    committed.put(Cf::State, b"b".to_vec(), b"2".to_vec());
+    store.commit(committed, 0)?;
+
+    let mut txn = store.begin();
+    txn.put(Cf::State, b"b".to_vec(), b"3".to_vec());
+    txn.prefetch_state(vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()])?;
+    // Committed behind the transaction's back: the prefetched value is what it read.
+    let mut other = store.begin();
+    other.put(Cf::State, b"a".to_vec(), b"changed".to_vec());
+    store.commit(other, 1)?;
+    assert_eq!(txn.get(Cf::State, b"a")?, Some(b"1".to_vec()), "prefetched");
+    assert_eq!(txn.get(Cf::State, b"b")?, Some(b"3".to_vec()), "the transaction's own write");
+    assert_eq!(txn.get(Cf::State, b"c")?, None, "absent");
+    txn.delete(Cf::State, b"a".to_vec());
+    assert_eq!(txn.get(Cf::State, b"a")?, None, "deleted in the transaction");
+    // A later prefetch replaces the earlier one; other keys are read from the store.
+    txn.prefetch_state(vec![b"c".to_vec()])?;
+    assert_eq!(txn.get(Cf::State, b"b")?, Some(b"3".to_vec()));
+    let fresh = store.begin();
+    assert_eq!(fresh.get(Cf::State, b"a")?, Some(b"changed".to_vec()));
+    Ok(())
+}
+
+#[test]
+fn the_transaction_counts_what_it_buffers() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = StateStore::open(dir.path())?;
+    let mut txn = store.begin();
+    assert_eq!(txn.buffered_bytes(), 0);
+    txn.put(Cf::State, b"key".to_vec(), vec![0; 100]);
+    assert_eq!(txn.buffered_bytes(), 103 + CHANGE_OVERHEAD_BYTES);
+    // Overwriting replaces what the key held; a delete keeps only the key.
+    txn.put(Cf::State, b"key".to_vec(), vec![0; 10]);
+    assert_eq!(txn.buffered_bytes(), 13 + CHANGE_OVERHEAD_BYTES);
+    txn.delete(Cf::State, b"key".to_vec());
+    assert_eq!(txn.buffered_bytes(), 3 + CHANGE_OVERHEAD_BYTES);
+    txn.put(Cf::Timers, b"t".to_vec(), Vec::new());
+    assert_eq!(txn.buffered_bytes(), 4 + 2 * CHANGE_OVERHEAD_BYTES);
+    assert_eq!((txn.changes(Cf::State), txn.changes(Cf::Timers), txn.changes(Cf::Meta)), (1, 1, 0));
+    // The commit (which drains the buffer) writes the last change and its log entry.
+    txn.put(Cf::State, b"other".to_vec(), b"v".to_vec());
+    store.commit(txn, 4)?;
+    assert_eq!(store.read(Cf::State, b"other")?, Some(b"v".to_vec()));
+    assert_eq!(store.read(Cf::State, b"key")?, None);
+    assert_eq!(store.read(Cf::Timers, b"t")?, Some(Vec::new()));
+    let handle = store.cf_handle(CHANGELOG)?;
+    let logged: Vec<(Vec<u8>, Vec<u8>)> = store
+        .db
+        .iterator_cf(handle, IteratorMode::Start)
+        .map(|item| item.map(|(k, v)| (k.into_vec(), v.into_vec())))
+        .collect::<Result<_, _>>()?;
+    assert_eq!(logged.len(), 1, "one chunk");
+    let (batch, changes) = super::super::changelog::decode_entry(&logged[0].0, &logged[0].1)?;
+    assert_eq!((batch, changes), (4, vec![(&b"key"[..], None), (&b"other"[..], Some(&b"v"[..]))]));
+    Ok(())
+}
+
+#[test]
+fn blind_changes_are_committed_in_key_order_and_the_last_change_of_a_key_wins() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = StateStore::open(dir.path())?;
+    let mut txn = store.begin();
+    txn.put(Cf::State, b"b".to_vec(), b"indexed".to_vec());
+    txn.blind_put(Cf::State, b"c".to_vec(), b"first".to_vec());
+    txn.blind_put(Cf::State, b"a".to_vec(), b"1".to_vec());
+    txn.blind_put(Cf::State, b"c".to_vec(), b"last".to_vec());
+    txn.blind_put(Cf::State, b"d".to_vec(), b"1".to_vec());
+    assert_eq!(txn.get(Cf::State, b"a")?, None, "blind writes are not read back");
+    assert_eq!(txn.change_counts(Cf::State), (5, 0));
+    store.commit(txn, 0)?;
+    for (key, value) in
+        [(&b"a"[..], Some(&b"1"[..])), (b"b", Some(b"indexed")), (b"c", Some(b"last")), (b"d", Some(b"1"))]
+    {
+        assert_eq!(store.read(Cf::State, key)?.as_deref(), value, "{}", String::from_utf8_lossy(key));
+    }
+    let handle = store.cf_handle(CHANGELOG)?;
+    let (key, value) = store.db.iterator_cf(handle, IteratorMode::Start).next().context("a change-log entry")??;
+    let (_, changes) = super::super::changelog::decode_entry(&key, &value)?;
+    let keys: Vec<&[u8]> = changes.iter().map(|(key, _)| *key).collect();
+    assert_eq!(keys, [&b"a"[..], b"b", b"c", b"d"]);
+    Ok(())
+}
+
+#[test]
+fn a_range_scan_merges_the_transaction_s_changes_into_the_committed_entries() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = StateStore::open(dir.path())?;
+    let mut committed = store.begin();
+    for key in ["k1", "k3", "k5", "k7"] {
+        committed.put(Cf::Timers, key.as_bytes().to_vec(), b"old".to_vec());
+    }
+    store.commit(committed, 0)?;
+    let mut txn = store.begin();
+    for (key, change) in [("k0", Some("new")), ("k3", Some("new")), ("k5", None), ("k4", Some("new")), ("k9", Some("new"))]
+    {
+        match change {
+            Some(value) => txn.put(Cf::Timers, key.as_bytes().to_vec(), value.as_bytes().to_vec()),
+            None => txn.delete(Cf::Timers, key.as_bytes().to_vec()),
+        }
+    }
+    let scan = |start: &str, end: Option<&str>| -> Result<Vec<(String, String)>> {
+        Ok(txn
+            .scan_range(Cf::Timers, start.as_bytes(), end.map(str::as_bytes))?
+            .into_iter()
+            .map(|(k, v)| (String::from_utf8_lossy(&k).into_owned(), String::from_utf8_lossy(&v).into_owned()))
+            .collect())
+    };
+    let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+        list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    };
+    assert_eq!(
+        scan("k1", Some("k9"))?,
+        pairs(&[("k1", "old"), ("k3", "new"), ("k4", "new"), ("k7", "old")])
+    );
+    assert_eq!(
+        scan("", None)?,
+        pairs(&[("k0", "new"), ("k1", "old"), ("k3", "new"), ("k4", "new"), ("k7", "old"), ("k9", "new")])
+    );
+    assert_eq!(scan("k5", Some("k7"))?, pairs(&[]));
+    Ok(())
+}
+
+#[test]
+fn packed_entries_are_stored_and_their_entries_changes_logged() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = StateStore::open(dir.path())?;
+    let mut txn = store.begin();
+    txn.put_packed(b"packed".to_vec(), b"many entries".to_vec());
+    txn.delete_packed(b"gone".to_vec());
+    txn.log_change(b"entry-1", Some(b"v"));
+    txn.log_change(b"entry-2", None);
+    store.commit(txn, 4)?;
+    assert_eq!(store.read(Cf::State, b"packed")?.as_deref(), Some(&b"many entries"[..]));
+    let handle = store.cf_handle(CHANGELOG)?;
+    let mut logged = Vec::new();
+    for item in store.db.iterator_cf(handle, IteratorMode::Start) {
+        let (key, value) = item?;
+        let (batch, changes) = super::super::changelog::decode_entry(&key, &value)?;
+        assert_eq!(batch, 4);
+        logged.extend(changes.into_iter().map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec))));
+    }
+    // The entries' changes, not the packed values.
+    assert_eq!(logged, vec![(b"entry-1".to_vec(), Some(b"v".to_vec())), (b"entry-2".to_vec(), None)]);
+    Ok(())
+}

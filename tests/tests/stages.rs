@@ -440,3 +440,44 @@ fn windows_at_the_ends_of_time_and_nan_readings_do_not_break_the_stage() {
     std::fs::write(query.path().join("input/part-000.jsonl"), text).expect("file");
     query.run();
 }
+
+#[test]
+fn windows_stored_packed_or_on_their_own_survive_restarts_and_read_back_once() {
+    // 1000 users' windows in one end: about 8 per key group, stored packed. Batches
+    // touching a few of them store those on their own (newer than the packed copy); a
+    // restart loads both, `eddy state` shows each window once, and closing them all
+    // leaves nothing behind.
+    let first: Vec<(String, i64, i64)> = (0..1000).map(|i| (format!("u{i:03}"), i % 7 + 1, 1)).collect();
+    let few = |rows: &[(&str, i64, i64)]| -> Vec<(String, i64, i64)> {
+        rows.iter().map(|(u, a, t)| (u.to_string(), *a, *t)).collect()
+    };
+    let batches = [
+        first,
+        few(&[("u001", 10, 5), ("u500", 20, 5), ("u999", 30, 5)]),
+        few(&[("u500", 40, 6), ("u002", 50, 7)]),
+        few(&[("x", 1, 500)]),
+    ];
+    let mut query = Query::new(&format!("{WINDOW_STAGE}output-mode = \"append\"\n"), Some(100));
+    query.add(&as_refs(&batches[0]));
+    query.add(&as_refs(&batches[1]));
+    query.run();
+    let state = state_windows(&query, &[]);
+    assert_eq!(state.len(), 1000);
+    for (user, count) in [("u001", 2), ("u500", 2), ("u999", 2), ("u002", 1), ("u777", 1)] {
+        assert_eq!(state[&(user.to_string(), 0)], (String::new(), count), "{user}");
+    }
+    query.add(&as_refs(&batches[2]));
+    query.add(&as_refs(&batches[3]));
+    query.run();
+    let printed: Vec<WindowRow> = query.output().values().flatten().map(window_row).collect();
+    let all: Vec<Vec<(&str, i64, i64)>> = batches.iter().map(|batch| as_refs(batch)).collect();
+    let (expected, _) = reference_windows(&all, 10, 100);
+    assert_eq!(expected.len(), 1000, "every window of the first end closes");
+    assert_eq!(printed, expected);
+    let left: Vec<(String, i64)> = state_windows(&query, &[]).into_keys().collect();
+    assert_eq!(left, vec![("x".to_string(), 500)]);
+}
+
+fn as_refs(batch: &[(String, i64, i64)]) -> Vec<(&str, i64, i64)> {
+    batch.iter().map(|(u, a, t)| (u.as_str(), *a, *t)).collect()
+}

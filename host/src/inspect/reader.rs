@@ -212,11 +212,22 @@ impl StateReader {
     }
 
     /// Calls `f` with every state entry whose key starts with `prefix`, packed entries
-    /// read as the entries they hold (see [`packed`]).
+    /// read as the entries they hold (see [`packed`]) but for those also stored on their
+    /// own (the newer copy, visited itself).
     fn scan_state(&self, prefix: &[u8], mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
+        let cf = self.cf(Cf::State.name())?;
         self.scan(Cf::State.name(), prefix, |k, v| {
-            packed::for_each_unpacked(k, v, &mut f)
-                .with_context(|| format!("in the state store in {}", self.path.display()))
+            if !packed::is_packed(k) {
+                return f(k, v);
+            }
+            let entries =
+                packed::unpack(v).with_context(|| format!("in the state store in {}", self.path.display()))?;
+            for (key, value) in entries {
+                if self.db.get_pinned_cf(cf, key)?.is_none() {
+                    f(key, value)?;
+                }
+            }
+            Ok(())
         })
     }
 

@@ -4,6 +4,8 @@
 //! closing the windows of an end deletes one. Readers see through them: a packed entry
 //! is read as the entries it holds (their keys and values as they would be stored one
 //! by one), and the change log records those entries' changes, not the packed values.
+//! An entry may also be stored on its own (a stage that changed few of a packed
+//! entry's entries writes just those): the entry of its own is then the newer one.
 //!
 //! ```text
 //! key:    op u16 | key group u16 | 0u32 (no grouping key) | var len u16 | PACKED | bucket
@@ -49,19 +51,6 @@ pub fn unpack(raw: &[u8]) -> Result<Vec<(&[u8], &[u8])>> {
         .collect()
 }
 
-/// Calls `f` with the entry `(raw_key, raw_value)` of the state CF, or with each entry it
-/// holds if it is packed.
-pub fn for_each_unpacked(raw_key: &[u8], raw_value: &[u8], mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
-    if is_packed(raw_key) {
-        for (key, value) in unpack(raw_value)? {
-            f(key, value)?;
-        }
-        Ok(())
-    } else {
-        f(raw_key, raw_value)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,12 +65,6 @@ mod tests {
         assert!(is_packed(&key));
         assert!(!is_packed(&window));
         assert_eq!(unpack(&value)?, vec![(&window[..], &b"first"[..]), (&b"another key"[..], &b""[..])]);
-        let mut seen = Vec::new();
-        for_each_unpacked(&key, &value, |k, v| {
-            seen.push((k.to_vec(), v.to_vec()));
-            Ok(())
-        })?;
-        assert_eq!(seen.len(), 2);
         assert!(unpack(&value[..value.len() - 1]).is_err(), "cut short: refused");
         Ok(())
     }

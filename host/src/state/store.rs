@@ -120,7 +120,7 @@ impl StateStore {
             overlay: Default::default(),
             prefetched: HashMap::new(),
             blind: Vec::new(),
-            packed: Vec::new(),
+            unlogged: Vec::new(),
             records: ChangeRecords::default(),
             buffered_bytes: 0,
         }
@@ -147,7 +147,7 @@ impl StateStore {
         for txn in txns {
             let [state, rest @ ..] = txn.overlay;
             let cf = self.cf_handle(Cf::State.name())?;
-            for (key, change) in txn.packed {
+            for (key, change) in txn.unlogged {
                 match change {
                     Some(value) => batch.put_cf(cf, key, value),
                     None => batch.delete_cf(cf, key),
@@ -288,10 +288,11 @@ pub struct StateTxn {
     prefetched: HashMap<Vec<u8>, Option<Vec<u8>>>,
     /// Changes of `Cf::State` the transaction does not read back, in order.
     blind: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    /// Packed entries written or deleted (see [`packed`](super::packed)); their
-    /// entries' changes are in `records`.
-    packed: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    /// Change-log records of the entries in `packed`.
+    /// State entries written or deleted without a change-log record (e.g. packed
+    /// entries, see [`packed`](super::packed)): the stage records the changes itself,
+    /// in `records`.
+    unlogged: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// Change-log records the transaction's stage made itself.
     records: ChangeRecords,
     /// What `overlay` and `blind` hold: each change's key and value bytes plus
     /// [`CHANGE_OVERHEAD_BYTES`].
@@ -368,22 +369,23 @@ impl StateTxn {
         self.blind.push((key, Some(value)));
     }
 
-    /// Writes the packed entry `key` (see [`packed`](super::packed)) of `Cf::State`, not
-    /// recorded in the change log: the entries it holds record their changes with
-    /// [`log_change`](Self::log_change). Not read back by the transaction.
-    pub fn put_packed(&mut self, key: Vec<u8>, value: Vec<u8>) {
+    /// Writes the entry `key` of `Cf::State` without a change-log record: the stage
+    /// records its changes itself with [`log_change`](Self::log_change) (e.g. of the
+    /// entries a packed entry holds, see [`packed`](super::packed)). Not read back by
+    /// the transaction.
+    pub fn put_unlogged(&mut self, key: Vec<u8>, value: Vec<u8>) {
         self.buffered_bytes += change_bytes(key.len(), Some(&value));
-        self.packed.push((key, Some(value)));
+        self.unlogged.push((key, Some(value)));
     }
 
-    /// Deletes the packed entry `key`, as [`put_packed`](Self::put_packed) writes.
-    pub fn delete_packed(&mut self, key: Vec<u8>) {
+    /// Deletes the entry `key` as [`put_unlogged`](Self::put_unlogged) writes.
+    pub fn delete_unlogged(&mut self, key: Vec<u8>) {
         self.buffered_bytes += change_bytes(key.len(), None);
-        self.packed.push((key, None));
+        self.unlogged.push((key, None));
     }
 
-    /// Records in the change log that the entry `key`, kept in a packed entry, became
-    /// `value` (`None`: was deleted).
+    /// Records in the change log that the entry `key` became `value` (`None`: was
+    /// deleted), for changes written with [`put_unlogged`](Self::put_unlogged).
     pub fn log_change(&mut self, key: &[u8], value: Option<&[u8]>) {
         self.records.push(key, value);
     }

@@ -135,8 +135,8 @@ fn packed_entries_are_stored_and_their_entries_changes_logged() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let store = StateStore::open(dir.path())?;
     let mut txn = store.begin();
-    txn.put_packed(b"packed".to_vec(), b"many entries".to_vec());
-    txn.delete_packed(b"gone".to_vec());
+    txn.put_unlogged(b"packed".to_vec(), b"many entries".to_vec());
+    txn.delete_unlogged(b"gone".to_vec());
     txn.log_change(b"entry-1", Some(b"v"));
     txn.log_change(b"entry-2", None);
     store.commit(txn, 4)?;

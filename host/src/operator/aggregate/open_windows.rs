@@ -6,8 +6,9 @@
 //! closes by their end, without timers. It is loaded from the store on a stage's first
 //! batch and follows every batch the stage runs; when the store's committed batch is
 //! not the last one it followed (a batch failed before its commit), it is loaded again.
-//! It also tracks which packed entries (an end in a key group: a *bucket*) a batch
-//! changed, for the stage to write back.
+//! It also tracks, for the stage to write back, which windows a batch changed by
+//! *bucket* (an end in a key group: what one packed entry holds), and which windows are
+//! stored on their own rather than (only) in their bucket's packed entry.
 //! Memory: about 60 bytes per aggregate plus 70 per open window, and each key once.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -36,7 +37,7 @@ impl Group {
 }
 
 /// Where a window is: its group key and start.
-type WindowAt = (Arc<[u8]>, i64);
+pub type WindowAt = (Arc<[u8]>, i64);
 
 /// The windows of one end in one key group: what one packed entry holds.
 pub type Bucket = (i64, u16);
@@ -52,8 +53,12 @@ pub struct OpenWindows {
     groups: HashMap<Arc<[u8]>, Group, Xxh3DefaultBuilder>,
     /// The (key, start) of every open window, by bucket (end, then key group).
     ends: BTreeMap<Bucket, Vec<WindowAt>>,
-    /// The buckets changed since [`take_changed_buckets`](Self::take_changed_buckets).
-    changed: HashSet<Bucket, Xxh3DefaultBuilder>,
+    /// The windows changed since [`take_changed`](Self::take_changed), by bucket (a
+    /// bucket whose windows closed is here too, without windows).
+    changed: HashMap<Bucket, Vec<WindowAt>, Xxh3DefaultBuilder>,
+    /// The windows stored as entries of their own (newer than their bucket's packed
+    /// entry, if any).
+    singles: HashSet<WindowAt, Xxh3DefaultBuilder>,
     windows: usize,
 }
 
@@ -63,27 +68,45 @@ impl OpenWindows {
         let mut table = OpenWindows { as_of: store.committed_batch()?, ..OpenWindows::default() };
         let txn = store.begin();
         let bound = |group: u16| [operator.to_be_bytes(), group.to_be_bytes()].concat();
+        let mut key_group_of: HashMap<Arc<[u8]>, u16, Xxh3DefaultBuilder> = HashMap::default();
         // Key groups are below the count, a u16: the range's end is a key group's prefix.
+        // In a key group, the packed entries (no grouping key) come before the windows
+        // stored on their own, which are newer.
         for (raw_key, raw_value) in txn.scan_range(Cf::State, &bound(key_groups.start), Some(&bound(key_groups.end)))? {
-            packed::for_each_unpacked(&raw_key, &raw_value, |entry_key, value| {
+            let single = !packed::is_packed(&raw_key);
+            let entries = if single { vec![(&raw_key[..], &raw_value[..])] } else { packed::unpack(&raw_value)? };
+            for (entry_key, value) in entries {
                 let (_, key_group, key, _, _) =
                     layout::split_state_key(entry_key).context("a state key of the window stage is corrupt")?;
                 let (expiry, payload) = layout::unstamp(value).context("a window's state in the store is corrupt")?;
                 if expiry <= now {
-                    return Ok(());
+                    continue;
                 }
                 let window: WindowState =
                     ciborium::from_reader(payload).context("a window's state in the store does not decode")?;
                 let key = table.shared_key(key);
-                table.ends.entry((window.end, key_group)).or_default().push((key.clone(), window.start));
-                let group = table.groups.entry(key).or_default();
-                group.windows.push(window);
-                table.windows += 1;
-                Ok(())
-            })?;
+                key_group_of.insert(key.clone(), key_group);
+                if single {
+                    table.singles.insert((key.clone(), window.start));
+                }
+                table.groups.entry(key).or_default().windows.push(window);
+            }
         }
-        for group in table.groups.values_mut() {
+        for (key, group) in &mut table.groups {
+            // Of two copies of a window, the later (stored on its own) is kept.
             group.windows.sort_by_key(|w| w.start);
+            group.windows.dedup_by(|later, earlier| {
+                let same = later.start == earlier.start;
+                if same {
+                    std::mem::swap(later, earlier);
+                }
+                same
+            });
+            let key_group = key_group_of.get(key).copied().unwrap_or_default();
+            for window in &group.windows {
+                table.ends.entry((window.end, key_group)).or_default().push((key.clone(), window.start));
+            }
+            table.windows += group.windows.len();
         }
         Ok(table)
     }
@@ -118,7 +141,7 @@ impl OpenWindows {
     /// start, opening it if needed; returns the window as it now is.
     pub fn add(&mut self, key: &Arc<[u8]>, key_group: u16, partial: WindowState) -> &WindowState {
         let group = self.groups.entry(key.clone()).or_default();
-        self.changed.insert((partial.end, key_group));
+        self.changed.entry((partial.end, key_group)).or_default().push((key.clone(), partial.start));
         match group.windows.binary_search_by_key(&partial.start, |w| w.start) {
             Ok(index) => {
                 group.windows[index].merge(&partial);
@@ -133,14 +156,13 @@ impl OpenWindows {
         }
     }
 
-    /// Replaces the key's windows by `windows` (sessions after merging): each window's
-    /// bucket is marked changed, and one that moved or merged away leaves its bucket.
+    /// Replaces the key's windows by `windows` (sessions after merging, which the stage
+    /// stores on their own, not packed): one that moved or merged away leaves its bucket.
     pub fn replace(&mut self, key: &Arc<[u8]>, key_group: u16, mut windows: Vec<WindowState>) {
         windows.sort_by_key(|w| w.start);
         let group = self.groups.entry(key.clone()).or_default();
         for old in &group.windows {
             let kept = windows.binary_search_by_key(&old.start, |w| w.start).is_ok_and(|i| windows[i].end == old.end);
-            self.changed.insert((old.end, key_group));
             if !kept && let Some(entries) = self.ends.get_mut(&(old.end, key_group)) {
                 entries.retain(|(k, start)| !(*start == old.start && k == key));
                 if entries.is_empty() {
@@ -149,7 +171,6 @@ impl OpenWindows {
             }
         }
         for window in &windows {
-            self.changed.insert((window.end, key_group));
             if group.find(window.start).is_none_or(|old| old.end != window.end) {
                 self.ends.entry((window.end, key_group)).or_default().push((key.clone(), window.start));
             }
@@ -175,7 +196,7 @@ impl OpenWindows {
                 break;
             }
             let ((end, key_group), windows) = entry.remove_entry();
-            self.changed.insert((end, key_group));
+            self.changed.entry((end, key_group)).or_default();
             for (key, start) in windows {
                 let Some(group) = self.groups.get_mut(&key) else { continue };
                 let Ok(index) = group.windows.binary_search_by_key(&start, |w| w.start) else { continue };
@@ -193,12 +214,37 @@ impl OpenWindows {
         closed
     }
 
-    /// The buckets changed since the last call, by end then key group (a bucket
-    /// without windows now is to be deleted).
-    pub fn take_changed_buckets(&mut self) -> Vec<Bucket> {
-        let mut buckets: Vec<Bucket> = self.changed.drain().collect();
-        buckets.sort_unstable();
+    /// The windows changed since the last call, by bucket (by end then key group; a
+    /// bucket without windows now is to be deleted).
+    pub fn take_changed(&mut self) -> Vec<(Bucket, Vec<WindowAt>)> {
+        let mut buckets: Vec<(Bucket, Vec<WindowAt>)> = self.changed.drain().collect();
+        buckets.sort_unstable_by_key(|(bucket, _)| *bucket);
         buckets
+    }
+
+    /// The window of `key` starting at `start`, if open.
+    pub fn find(&self, key: &[u8], start: i64) -> Option<&WindowState> {
+        self.groups.get(key)?.find(start)
+    }
+
+    /// How many windows `bucket` holds.
+    pub fn bucket_len(&self, bucket: Bucket) -> usize {
+        self.ends.get(&bucket).map_or(0, Vec::len)
+    }
+
+    /// Whether the window `at` is stored as an entry of its own.
+    pub fn is_single(&self, at: &WindowAt) -> bool {
+        self.singles.contains(at)
+    }
+
+    /// Records that the window `at` is (`true`) or is no longer (`false`) stored as an
+    /// entry of its own.
+    pub fn set_single(&mut self, at: WindowAt, single: bool) {
+        if single {
+            self.singles.insert(at);
+        } else {
+            self.singles.remove(&at);
+        }
     }
 
     /// The windows of `bucket`, with their keys.

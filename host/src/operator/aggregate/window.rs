@@ -2,10 +2,13 @@
 //! gap), cols).agg(...)` in native Rust.
 //!
 //! State per group key: the map `windows` from a window's start (CBOR) to its running
-//! aggregates (see [`running`](super::running)), stored packed: the windows of one end
-//! in one key group are one RocksDB value (see [`packed`](crate::state::packed)), so a
-//! batch writes a few large values and closing an end's windows deletes one per key
-//! group; the change log records each window's change. The open windows are also held
+//! aggregates (see [`running`](super::running)). Fixed windows are stored packed: the
+//! windows of one end in one key group are one RocksDB value (see
+//! [`packed`](crate::state::packed)), rewritten when most of them changed, so a batch
+//! writes a few large values and closing an end's windows deletes one per key group;
+//! when few of them changed, those are written as entries of their own (newer than the
+//! packed copy). Sessions, whose ends move, are entries of their own. The change log
+//! records each window's change. The open windows are also held
 //! in memory ([`OpenWindows`]): a batch reads no window from the store, and the windows
 //! the watermark closes are found by their end (no timers). A batch's rows are first
 //! aggregated per window, then merged into the open window, so sums add up in the
@@ -30,7 +33,7 @@ use anyhow::{Context, Result, bail};
 use arrow::array::{Array, RecordBatch, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType, Field, SchemaRef, TimeUnit};
 
-use super::open_windows::{Bucket, OpenWindows, window_key_into};
+use super::open_windows::{Bucket, OpenWindows, WindowAt, window_key_into};
 use super::running::{self, Column, Values, WindowState};
 use crate::contract::OutputMode;
 use crate::operator::grouping::{KeyRows, group_by_key};
@@ -183,25 +186,59 @@ impl WindowStage {
             OutputMode::Update => changed,
             OutputMode::Complete => Vec::new(),
         };
-        for bucket in open.take_changed_buckets() {
-            self.write_bucket(open, &mut txn, &mut scratch, bucket)?;
+        let changed = open.take_changed();
+        if !self.is_session() {
+            for (bucket, windows) in changed {
+                self.write_bucket(open, &mut txn, &mut scratch, bucket, windows)?;
+            }
         }
         Ok(ShardOutput { txn, output, stats })
     }
 
-    /// Writes `bucket`'s windows as one packed entry (deletes it when none is left).
-    fn write_bucket(&self, open: &OpenWindows, txn: &mut StateTxn, scratch: &mut Scratch, bucket: Bucket) -> Result<()> {
+    fn is_session(&self) -> bool {
+        matches!(self.spec.windows, WindowKind::Session { .. })
+    }
+
+    /// Stores the windows of `bucket` that changed (`changed`): the whole bucket as one
+    /// packed entry when most of it changed (its windows' entries of their own then go),
+    /// else each changed window as an entry of its own; a bucket without windows left
+    /// is deleted.
+    fn write_bucket(
+        &self,
+        open: &mut OpenWindows,
+        txn: &mut StateTxn,
+        scratch: &mut Scratch,
+        bucket: Bucket,
+        changed: Vec<WindowAt>,
+    ) -> Result<()> {
         let (end, key_group) = bucket;
         let key = packed::packed_key(self.operator_id, key_group, &layout::sortable_i64(end));
-        let mut value = Vec::new();
-        for (group_key, window) in open.bucket(bucket) {
-            scratch.encode(self, key_group, group_key, window)?;
-            packed::pack(&mut value, &scratch.key, &scratch.value);
-        }
-        if value.is_empty() {
-            txn.delete_packed(key);
+        let total = open.bucket_len(bucket);
+        if total == 0 {
+            txn.delete_unlogged(key);
+        } else if changed.len() * 2 >= total {
+            let (mut value, mut stale) = (Vec::new(), Vec::new());
+            for (group_key, window) in open.bucket(bucket) {
+                scratch.encode(self, key_group, group_key, window)?;
+                packed::pack(&mut value, &scratch.key, &scratch.value);
+                let at = (group_key.clone(), window.start);
+                if open.is_single(&at) {
+                    stale.push(at);
+                }
+            }
+            txn.put_unlogged(key, value);
+            for at in stale {
+                scratch.encode_key(self, key_group, &at.0, at.1);
+                txn.delete_unlogged(scratch.key.clone());
+                open.set_single(at, false);
+            }
         } else {
-            txn.put_packed(key, value);
+            for at in changed {
+                let Some(window) = open.find(&at.0, at.1) else { continue };
+                scratch.encode(self, key_group, &at.0, window)?;
+                txn.put_unlogged(scratch.key.clone(), scratch.value.clone());
+                open.set_single(at, true);
+            }
         }
         Ok(())
     }
@@ -327,13 +364,15 @@ impl WindowStage {
                 if !sessions.iter().any(|s| s.start == old.start) {
                     scratch.encode_key(self, key_group, key, old.start);
                     txn.log_change(&scratch.key, None);
+                    txn.delete_unlogged(scratch.key.clone());
                 }
             }
-            // Only sessions that changed are recorded.
+            // Only sessions that changed are written back.
             for session in &sessions {
                 if !before.iter().any(|b| same_session(b, session)) {
                     scratch.encode(self, key_group, key, session)?;
                     txn.log_change(&scratch.key, Some(&scratch.value));
+                    txn.put_unlogged(scratch.key.clone(), scratch.value.clone());
                     stats.state_rows_updated += 1;
                     changed.push(session.clone());
                 }
@@ -367,6 +406,13 @@ impl WindowStage {
         for (key, key_group, window) in closed {
             scratch.encode_key(self, key_group, &key, window.start);
             txn.log_change(&scratch.key, None);
+            // Its packed copy goes with its bucket; an entry of its own is deleted here.
+            let at = (key, window.start);
+            if self.is_session() || open.is_single(&at) {
+                txn.delete_unlogged(scratch.key.clone());
+                open.set_single(at.clone(), false);
+            }
+            let key = at.0;
             stats.entries_evicted += 1;
             stats.state_rows_removed += 1;
             out.push((key, window));

@@ -139,6 +139,10 @@ pub fn run(args: &RunArgs) -> Result<()> {
     };
     let mut watchers = Watchers { print_progress: args.progress, count_files, files_total: None, status, monitor };
     let summary = run_observed(&pipeline, &options, &mut watchers)?;
+    if summary.stopped {
+        // Before the summary, whether or not the watchdog has noticed the signal yet.
+        announce_stop();
+    }
     let last = summary.last_committed_batch.map_or_else(|| "none".to_string(), |id| id.to_string());
     crate::log::info(&format!(
         "query '{}' {}: {} batches, {} input rows, {} output rows; last committed batch {last}",
@@ -149,6 +153,14 @@ pub fn run(args: &RunArgs) -> Result<()> {
         summary.output_rows
     ));
     Ok(())
+}
+
+/// Says, once, that a stop signal was received.
+fn announce_stop() {
+    static ANNOUNCED: AtomicBool = AtomicBool::new(false);
+    if !ANNOUNCED.swap(true, Ordering::SeqCst) {
+        crate::log::info("stopping: the batch in flight finishes first (a second signal stops at once)");
+    }
 }
 
 /// A flag that the first SIGINT or SIGTERM sets; a second one exits at once. Once the
@@ -168,7 +180,7 @@ fn stop_on_signals(grace: Duration) -> Result<Arc<AtomicBool>> {
             while !watched.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(50));
             }
-            crate::log::info("stopping: the batch in flight finishes first (a second signal stops at once)");
+            announce_stop();
             std::thread::sleep(grace);
             crate::log::info(&format!(
                 "stopped: the batch in flight ran past the {} s grace period and was abandoned; nothing of it was \

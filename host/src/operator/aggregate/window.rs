@@ -412,10 +412,9 @@ impl WindowStage {
                 txn.delete_unlogged(scratch.key.clone());
                 open.set_single(at.clone(), false);
             }
-            let key = at.0;
             stats.entries_evicted += 1;
             stats.state_rows_removed += 1;
-            out.push((key, window));
+            out.push((at.0, window));
         }
         out
     }

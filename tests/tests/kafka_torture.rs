@@ -80,7 +80,9 @@ fn kill_9_and_a_broker_restart_lose_and_duplicate_nothing_in_the_output_topic() 
     broker.create_topic("purchases", 4);
     broker.create_topic("reference", 3);
     broker.create_topic("tortured", 3);
-    let events: Vec<String> = (0..4000)
+    // Enough batches (40 records each) that the query outlives every kill.
+    let event_count = 6000;
+    let events: Vec<String> = (0..event_count)
         .map(|_| format!("{{\"user\":\"u-{:02}\",\"amount\":{}}}", rng.below(60), rng.below(100) + 1))
         .collect();
     broker.produce("purchases", &events, Some("user"));
@@ -145,7 +147,7 @@ fn kill_9_and_a_broker_restart_lose_and_duplicate_nothing_in_the_output_topic() 
         let count = last_counts.entry(key.clone()).or_default();
         *count = (*count).max(value["count"].as_i64().expect("count"));
     }
-    assert_eq!(last_counts.values().sum::<i64>(), 4000, "the reference counted every event once");
+    assert_eq!(last_counts.values().sum::<i64>(), event_count, "the reference counted every event once");
     for (partition, records) in &expected {
         let tortured_records = got.get(partition).cloned().unwrap_or_default();
         assert_eq!(tortured_records.len(), records.len(), "partition {partition}: record count after {kills} kills");

@@ -77,8 +77,8 @@ impl ChangeLogWriter {
     }
 }
 
-/// Change-log records a stage makes itself (of entries it keeps packed, see
-/// [`packed`](super::packed)), in chunks of about [`CHUNK_BYTES`].
+/// Change-log records a stage makes itself (of entries it writes unlogged, e.g. packed
+/// ones, see [`packed`](super::packed)), in chunks of about [`CHUNK_BYTES`].
 #[derive(Debug, Default)]
 pub struct ChangeRecords {
     chunks: Vec<Vec<u8>>,

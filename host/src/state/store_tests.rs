@@ -2,6 +2,21 @@
 
 use super::*;
 
+/// A change's key and new value (`None`: deleted).
+type Logged = (Vec<u8>, Option<Vec<u8>>);
+
+/// The change log's entries (chunks), each as its batch and changes.
+fn logged(store: &StateStore) -> Result<Vec<(u64, Vec<Logged>)>> {
+    let handle = store.cf_handle(CHANGELOG)?;
+    let mut entries = Vec::new();
+    for item in store.db.iterator_cf(handle, IteratorMode::Start) {
+        let (key, value) = item?;
+        let (batch, changes) = super::super::changelog::decode_entry(&key, &value)?;
+        entries.push((batch, changes.into_iter().map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec))).collect()));
+    }
+    Ok(entries)
+}
+
 #[test]
 fn prefetched_values_are_read_like_gets_and_the_transaction_writes_win() -> Result<()> {
     let dir = tempfile::tempdir()?;
@@ -53,15 +68,8 @@ fn the_transaction_counts_what_it_buffers() -> Result<()> {
     assert_eq!(store.read(Cf::State, b"other")?, Some(b"v".to_vec()));
     assert_eq!(store.read(Cf::State, b"key")?, None);
     assert_eq!(store.read(Cf::Timers, b"t")?, Some(Vec::new()));
-    let handle = store.cf_handle(CHANGELOG)?;
-    let logged: Vec<(Vec<u8>, Vec<u8>)> = store
-        .db
-        .iterator_cf(handle, IteratorMode::Start)
-        .map(|item| item.map(|(k, v)| (k.into_vec(), v.into_vec())))
-        .collect::<Result<_, _>>()?;
-    assert_eq!(logged.len(), 1, "one chunk");
-    let (batch, changes) = super::super::changelog::decode_entry(&logged[0].0, &logged[0].1)?;
-    assert_eq!((batch, changes), (4, vec![(&b"key"[..], None), (&b"other"[..], Some(&b"v"[..]))]));
+    // One chunk.
+    assert_eq!(logged(&store)?, vec![(4, vec![(b"key".to_vec(), None), (b"other".to_vec(), Some(b"v".to_vec()))])]);
     Ok(())
 }
 
@@ -83,11 +91,9 @@ fn blind_changes_are_committed_in_key_order_and_the_last_change_of_a_key_wins() 
     {
         assert_eq!(store.read(Cf::State, key)?.as_deref(), value, "{}", String::from_utf8_lossy(key));
     }
-    let handle = store.cf_handle(CHANGELOG)?;
-    let (key, value) = store.db.iterator_cf(handle, IteratorMode::Start).next().context("a change-log entry")??;
-    let (_, changes) = super::super::changelog::decode_entry(&key, &value)?;
-    let keys: Vec<&[u8]> = changes.iter().map(|(key, _)| *key).collect();
-    assert_eq!(keys, [&b"a"[..], b"b", b"c", b"d"]);
+    let (_, changes) = logged(&store)?.into_iter().next().context("a change-log entry")?;
+    let keys: Vec<Vec<u8>> = changes.into_iter().map(|(key, _)| key).collect();
+    assert_eq!(keys, [b"a".to_vec(), b"b".to_vec(), b"c".to_vec(), b"d".to_vec()]);
     Ok(())
 }
 
@@ -141,15 +147,8 @@ fn packed_entries_are_stored_and_their_entries_changes_logged() -> Result<()> {
     txn.log_change(b"entry-2", None);
     store.commit(txn, 4)?;
     assert_eq!(store.read(Cf::State, b"packed")?.as_deref(), Some(&b"many entries"[..]));
-    let handle = store.cf_handle(CHANGELOG)?;
-    let mut logged = Vec::new();
-    for item in store.db.iterator_cf(handle, IteratorMode::Start) {
-        let (key, value) = item?;
-        let (batch, changes) = super::super::changelog::decode_entry(&key, &value)?;
-        assert_eq!(batch, 4);
-        logged.extend(changes.into_iter().map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec))));
-    }
     // The entries' changes, not the packed values.
-    assert_eq!(logged, vec![(b"entry-1".to_vec(), Some(b"v".to_vec())), (b"entry-2".to_vec(), None)]);
+    let expected = vec![(b"entry-1".to_vec(), Some(b"v".to_vec())), (b"entry-2".to_vec(), None)];
+    assert_eq!(logged(&store)?, vec![(4, expected)]);
     Ok(())
 }

@@ -53,23 +53,19 @@ impl ChangeLogWriter {
         (self.chunk.len() >= CHUNK_BYTES).then(|| self.take())
     }
 
-    /// The entry of a chunk of records made elsewhere (see [`ChangeRecords`]).
-    pub fn chunk_entry(&mut self, chunk: Vec<u8>) -> (Vec<u8>, Vec<u8>) {
-        let key = self.next_key();
-        (key, chunk)
-    }
-
     /// The last chunk's entry, if it holds any change.
     pub fn finish(mut self) -> Option<(Vec<u8>, Vec<u8>)> {
         (!self.chunk.is_empty()).then(|| self.take())
     }
 
     fn take(&mut self) -> (Vec<u8>, Vec<u8>) {
-        let key = self.next_key();
+        let key = self.next_chunk_key();
         (key, std::mem::take(&mut self.chunk))
     }
 
-    fn next_key(&mut self) -> Vec<u8> {
+    /// The key of the next chunk entry (also for chunks of records made elsewhere,
+    /// see [`ChangeRecords`]).
+    pub fn next_chunk_key(&mut self) -> Vec<u8> {
         let mut key = self.batch_id.to_be_bytes().to_vec();
         key.extend_from_slice(&self.taken.to_be_bytes());
         self.taken += 1;

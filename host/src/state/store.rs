@@ -122,6 +122,7 @@ impl StateStore {
             blind: Vec::new(),
             unlogged: Vec::new(),
             records: ChangeRecords::default(),
+            self_logged: Vec::new(),
             buffered_bytes: 0,
         }
     }
@@ -153,9 +154,12 @@ impl StateStore {
                     None => batch.delete_cf(cf, key),
                 }
             }
+            for (key, value) in txn.self_logged {
+                batch.put_cf(changelog, log.next_chunk_key(), &value);
+                batch.put_cf(cf, key, value);
+            }
             for chunk in txn.records.into_chunks() {
-                let (log_key, chunk) = log.chunk_entry(chunk);
-                batch.put_cf(changelog, log_key, chunk);
+                batch.put_cf(changelog, log.next_chunk_key(), chunk);
             }
             // State changes in key order (RocksDB inserts a sorted run fastest); of a key
             // changed twice blindly, the last change.
@@ -294,6 +298,9 @@ pub struct StateTxn {
     unlogged: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     /// Change-log records the transaction's stage made itself.
     records: ChangeRecords,
+    /// State entries whose values are change-log records (packed entries all of whose
+    /// windows changed): each is logged as it is, one change-log chunk, not copied.
+    self_logged: Vec<(Vec<u8>, Vec<u8>)>,
     /// What `overlay` and `blind` hold: each change's key and value bytes plus
     /// [`CHANGE_OVERHEAD_BYTES`].
     buffered_bytes: u64,
@@ -382,6 +389,14 @@ impl StateTxn {
     pub fn delete_unlogged(&mut self, key: Vec<u8>) {
         self.buffered_bytes += change_bytes(key.len(), None);
         self.unlogged.push((key, None));
+    }
+
+    /// Sets the entry `key` to `value` as [`put_unlogged`](Self::put_unlogged) does, where
+    /// `value` is itself change-log records (see [`packed`](super::packed)) that say
+    /// every change it stands for: the change log takes them as they are.
+    pub fn put_self_logged(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.buffered_bytes += change_bytes(key.len(), Some(&value)) + value.len() as u64;
+        self.self_logged.push((key, value));
     }
 
     /// Records in the change log that the entry `key` became `value` (`None`: was

@@ -152,3 +152,21 @@ fn packed_entries_are_stored_and_their_entries_changes_logged() -> Result<()> {
     assert_eq!(logged(&store)?, vec![(4, expected)]);
     Ok(())
 }
+
+#[test]
+fn a_self_logged_entry_is_stored_and_its_records_logged_as_they_are() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = StateStore::open(dir.path())?;
+    let mut records = Vec::new();
+    super::super::changelog::push_record(&mut records, b"window-1", Some(b"a"));
+    super::super::changelog::push_record(&mut records, b"window-2", Some(b"bb"));
+    let mut txn = store.begin();
+    txn.put_self_logged(b"bucket".to_vec(), records.clone());
+    txn.log_change(b"window-0", None);
+    store.commit(txn, 7)?;
+    assert_eq!(store.read(Cf::State, b"bucket")?, Some(records));
+    // The packed value is one change-log chunk; the other record another.
+    let packed = vec![(b"window-1".to_vec(), Some(b"a".to_vec())), (b"window-2".to_vec(), Some(b"bb".to_vec()))];
+    assert_eq!(logged(&store)?, vec![(7, packed), (7, vec![(b"window-0".to_vec(), None)])]);
+    Ok(())
+}

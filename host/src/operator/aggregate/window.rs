@@ -25,7 +25,7 @@
 //! row in them; a row within `gap` of sessions merges them (also a late row that
 //! bridges two), so a session's start can move back and its end forward.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -214,19 +214,34 @@ impl WindowStage {
         let (end, key_group) = bucket;
         let key = packed::packed_key(self.operator_id, key_group, &layout::sortable_i64(end));
         let total = open.bucket_len(bucket);
+        // A bucket's windows close together: while it has windows, every changed one is
+        // among them, and each is in `changed` once (one partial per key per batch).
+        debug_assert!(total == 0 || changed.iter().collect::<HashSet<_>>().len() == changed.len());
         if total == 0 {
+            // Its windows closed (each logged its delete) or moved away.
             txn.delete_unlogged(key);
         } else if changed.len() * 2 >= total {
+            let every_window_changed = changed.len() == total;
+            let changed: HashSet<WindowAt> =
+                if every_window_changed { HashSet::new() } else { changed.into_iter().collect() };
             let (mut value, mut stale) = (Vec::new(), Vec::new());
             for (group_key, window) in open.bucket(bucket) {
                 scratch.encode(self, key_group, group_key, window)?;
                 packed::pack(&mut value, &scratch.key, &scratch.value);
                 let at = (group_key.clone(), window.start);
+                if !every_window_changed && changed.contains(&at) {
+                    txn.log_change(&scratch.key, Some(&scratch.value));
+                }
                 if open.is_single(&at) {
                     stale.push(at);
                 }
             }
-            txn.put_unlogged(key, value);
+            if every_window_changed {
+                // The packed value is the records of all its windows' changes.
+                txn.put_self_logged(key, value);
+            } else {
+                txn.put_unlogged(key, value);
+            }
             for at in stale {
                 scratch.encode_key(self, key_group, &at.0, at.1);
                 txn.delete_unlogged(scratch.key.clone());
@@ -236,6 +251,7 @@ impl WindowStage {
             for at in changed {
                 let Some(window) = open.find(&at.0, at.1) else { continue };
                 scratch.encode(self, key_group, &at.0, window)?;
+                txn.log_change(&scratch.key, Some(&scratch.value));
                 txn.put_unlogged(scratch.key.clone(), scratch.value.clone());
                 open.set_single(at, true);
             }
@@ -380,9 +396,8 @@ impl WindowStage {
             open.replace(&shared, key_group, sessions);
         } else {
             for partial in self.partials(rows, batch, stats) {
+                // Its change-log record is made when its bucket is written back.
                 let window = open.add(&shared, key_group, partial);
-                scratch.encode(self, key_group, key, window)?;
-                txn.log_change(&scratch.key, Some(&scratch.value));
                 stats.state_rows_updated += 1;
                 if self.spec.output_mode == OutputMode::Update {
                     changed.push(window.clone());

@@ -218,7 +218,7 @@ impl WindowStage {
         // among them, and each is in `changed` once (one partial per key per batch).
         debug_assert!(total == 0 || changed.iter().collect::<HashSet<_>>().len() == changed.len());
         if total == 0 {
-            // Its windows closed (each logged its delete) or moved away.
+            // Its windows all closed (each logged its delete).
             txn.delete_unlogged(key);
         } else if changed.len() * 2 >= total {
             let every_window_changed = changed.len() == total;

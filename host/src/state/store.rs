@@ -301,8 +301,9 @@ pub struct StateTxn {
     /// State entries whose values are change-log records (packed entries all of whose
     /// windows changed): each is logged as it is, one change-log chunk, not copied.
     self_logged: Vec<(Vec<u8>, Vec<u8>)>,
-    /// What `overlay` and `blind` hold: each change's key and value bytes plus
-    /// [`CHANGE_OVERHEAD_BYTES`].
+    /// What `overlay`, `blind`, `unlogged` and `self_logged` hold: each change's key and
+    /// value bytes plus [`CHANGE_OVERHEAD_BYTES`] (a self-logged value twice: it is
+    /// written twice).
     buffered_bytes: u64,
 }
 

@@ -38,6 +38,16 @@ pub(crate) struct Spec {
     pub(crate) initial_state_schema: Option<Rc<Schema>>,
 }
 
+/// Which query and which run of it the processor is part of (Spark's `QueryInfo`),
+/// from [`InitContext::query_info`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueryInfo {
+    /// The query's id: kept in the checkpoint, the same across restarts.
+    pub id: String,
+    /// This run's id: new each time the query starts.
+    pub run_id: String,
+}
+
 /// What [`StatefulProcessor::init`](crate::StatefulProcessor::init) receives: the
 /// query's schemas, output mode and config, and where the processor declares its
 /// state variables, output schema and time mode.
@@ -47,6 +57,7 @@ pub struct InitContext {
     output_mode: OutputMode,
     config: String,
     event_time_column: Option<String>,
+    query: QueryInfo,
     pub(crate) store: Rc<Store>,
     spec: Spec,
 }
@@ -57,6 +68,7 @@ impl InitContext {
         key_schema: Rc<Schema>,
         output_mode: OutputMode,
         config: String,
+        query: QueryInfo,
         store: Rc<Store>,
     ) -> Self {
         let spec = Spec {
@@ -66,7 +78,7 @@ impl InitContext {
             accepts_late_rows: false,
             initial_state_schema: None,
         };
-        InitContext { input_schema, key_schema, output_mode, config, event_time_column: None, store, spec }
+        InitContext { input_schema, key_schema, output_mode, config, event_time_column: None, query, store, spec }
     }
 
     pub(crate) fn input_schema_rc(&self) -> Rc<Schema> {
@@ -75,6 +87,12 @@ impl InitContext {
 
     pub(crate) fn into_spec(self) -> Spec {
         self.spec
+    }
+
+    /// The query and run the processor is part of (Spark's `getQueryInfo`); the batch
+    /// id is in each handler's [`TimerValues`](crate::TimerValues).
+    pub fn query_info(&self) -> &QueryInfo {
+        &self.query
     }
 
     /// The schema of the rows handed to `handle_input_rows`.

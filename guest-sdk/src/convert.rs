@@ -9,7 +9,7 @@ use crate::key::Key;
 use crate::modes::{OutputMode, TimeMode};
 use crate::rows::{ColumnData, Rows, Values, check_offsets};
 use crate::schema::{DataType, Field, Schema};
-use crate::timers::{ExpiredTimer, TimerValues};
+use crate::timers::TimerValues;
 use crate::value::Value;
 
 fn data_type_from_wit(data_type: wit::DataType) -> DataType {
@@ -101,11 +101,7 @@ pub(crate) fn key_from_wit(parts: Vec<wit::Scalar>) -> Key {
 }
 
 pub(crate) fn timer_values_from_wit(values: wit::TimerValues) -> TimerValues {
-    TimerValues { processing_time: values.processing_time, watermark: values.watermark }
-}
-
-pub(crate) fn expired_timer_from_wit(timer: wit::ExpiredTimer) -> ExpiredTimer {
-    ExpiredTimer { expiry_time: timer.expiry_time }
+    TimerValues { batch_id: values.batch_id, processing_time: values.processing_time, watermark: values.watermark }
 }
 
 fn values_from_wit(values: wit::ColumnValues, rows: usize) -> Result<Values> {

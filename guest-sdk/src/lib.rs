@@ -93,7 +93,7 @@ pub mod testing;
 mod timers;
 mod value;
 
-pub use context::InitContext;
+pub use context::{InitContext, QueryInfo};
 pub use error::{Error, Result};
 pub use key::Key;
 pub use modes::{OutputMode, TimeMode};

@@ -155,11 +155,20 @@ fn push(column: &mut ColumnData, row: usize, value: Datum<'_>) {
 #[derive(Debug)]
 pub struct Output {
     builder: BatchBuilder,
+    /// Where the current handler's rows start (one output serves every key of a call).
+    start: usize,
 }
 
 impl Output {
     pub(crate) fn new(schema: Rc<Schema>) -> Self {
-        Output { builder: BatchBuilder::new(schema) }
+        Output { builder: BatchBuilder::new(schema), start: 0 }
+    }
+
+    /// Ends the current handler's rows: the next handler's start here. Returns the
+    /// end of the rows so far.
+    pub(crate) fn end_handler(&mut self) -> usize {
+        self.start = self.builder.len();
+        self.start
     }
 
     /// The output schema.
@@ -167,9 +176,9 @@ impl Output {
         self.builder.schema()
     }
 
-    /// How many rows were appended.
+    /// How many rows this handler appended.
     pub fn len(&self) -> usize {
-        self.builder.len()
+        self.builder.len() - self.start
     }
 
     /// Whether no row was appended.

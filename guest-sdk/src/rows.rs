@@ -81,6 +81,40 @@ impl ColumnData {
     fn is_null(&self, row: usize) -> bool {
         self.validity.as_ref().is_some_and(|bits| bits[row / 8] & (1 << (row % 8)) == 0)
     }
+
+    /// A copy of rows `range` (which lies within the column).
+    fn slice(&self, range: std::ops::Range<usize>) -> ColumnData {
+        let var_len = |data: &[u8], offsets: &[u32]| {
+            let base = offsets[range.start];
+            let data = data[base as usize..offsets[range.end] as usize].to_vec();
+            (data, offsets[range.start..=range.end].iter().map(|offset| offset - base).collect())
+        };
+        let values = match &self.values {
+            Values::Boolean(v) => Values::Boolean(v[range.clone()].to_vec()),
+            Values::Int64(v) => Values::Int64(v[range.clone()].to_vec()),
+            Values::Float64(v) => Values::Float64(v[range.clone()].to_vec()),
+            Values::Timestamp(v) => Values::Timestamp(v[range.clone()].to_vec()),
+            Values::Utf8 { data, offsets } => {
+                let (data, offsets) = var_len(data.as_bytes(), offsets);
+                // Every offset is a char boundary of valid UTF-8, so the slice is too.
+                Values::Utf8 { data: String::from_utf8(data).unwrap_or_default(), offsets }
+            }
+            Values::Binary { data, offsets } => {
+                let (data, offsets) = var_len(data, offsets);
+                Values::Binary { data, offsets }
+            }
+        };
+        let validity = self.validity.as_ref().map(|_| {
+            let mut bits = vec![0u8; range.len().div_ceil(8)];
+            for (i, row) in range.clone().enumerate() {
+                if !self.is_null(row) {
+                    bits[i / 8] |= 1 << (i % 8);
+                }
+            }
+            bits
+        });
+        ColumnData { values, validity }
+    }
 }
 
 /// Checks that `offsets` describe `rows` values inside `data` of length `data_len`.
@@ -150,6 +184,12 @@ impl Rows {
     /// A batch built by the SDK itself, already consistent with `schema`.
     pub(crate) fn from_valid_parts(schema: Rc<Schema>, num_rows: usize, columns: Vec<ColumnData>) -> Self {
         Rows { schema, num_rows, columns }
+    }
+
+    /// A copy of rows `range`, which must lie within the batch.
+    pub(crate) fn slice(&self, range: std::ops::Range<usize>) -> Rows {
+        let columns = self.columns.iter().map(|column| column.slice(range.clone())).collect();
+        Rows { schema: self.schema.clone(), num_rows: range.len(), columns }
     }
 
     pub(crate) fn into_parts(self) -> (usize, Vec<ColumnData>) {
@@ -458,5 +498,33 @@ impl<'a> Row<'a> {
             "column `{}` is {}, so `row.{accessor}(..)` (for {wanted}) cannot read it",
             field.name, field.data_type
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::batch;
+    use crate::value::Value;
+    use crate::{Result, row};
+
+    #[test]
+    fn a_slice_holds_exactly_its_rows_with_their_nulls() -> Result<()> {
+        let rows: Vec<Vec<Value>> = (0..20)
+            .map(|i| {
+                let name = if i % 3 == 0 { Value::Null } else { Value::from(format!("n{i}é")) };
+                let amount = if i % 5 == 0 { Value::Null } else { Value::from(i64::from(i) * 10) };
+                vec![name, amount, Value::from(i % 2 == 0)]
+            })
+            .collect();
+        let refs: Vec<Vec<crate::Datum<'_>>> = rows.iter().map(|r| r.iter().map(Value::as_datum).collect()).collect();
+        let whole = batch("name STRING, amount BIGINT, even BOOLEAN", &refs)?;
+        for (start, end) in [(0, 20), (0, 0), (3, 4), (7, 19), (9, 20)] {
+            let slice = whole.slice(start..end);
+            assert_eq!(slice.len(), end - start);
+            assert_eq!(slice.to_values(), whole.to_values()[start..end].to_vec(), "rows {start}..{end}");
+        }
+        let single = batch("a BIGINT", &[row![1], row![2]])?.slice(1..2);
+        assert_eq!(single.i64s("a")?, &[2]);
+        Ok(())
     }
 }

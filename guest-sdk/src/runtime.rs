@@ -9,20 +9,21 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Once;
 
+use crate::bindings::eddy::processor::scope;
 use crate::bindings::eddy::processor::types as wit;
-use crate::context::InitContext;
+use crate::context::{InitContext, QueryInfo};
 use crate::convert::{
-    expired_timer_from_wit, key_from_wit, output_mode_from_wit, rows_from_wit, rows_to_wit, schema_from_wit,
-    spec_to_wit, timer_values_from_wit,
+    key_from_wit, output_mode_from_wit, rows_from_wit, rows_to_wit, schema_from_wit, spec_to_wit, timer_values_from_wit,
 };
 use crate::error::{Error, Result};
 use crate::log::{Level, log};
 use crate::processor::{Driver, StatefulProcessor};
 use crate::schema::Schema;
 use crate::store::{Backend, Store};
+use crate::timers::ExpiredTimer;
 
 pub use crate::bindings::exports::eddy::processor::handler::Guest;
-pub use wit::{ExpiredTimer, InitContext as WitInitContext, ProcessorSpec, RowBatch, Scalar, TimerValues};
+pub use wit::{DueTimer, InitContext as WitInitContext, KeyRows, Output, ProcessorSpec, RowBatch, Scalar, TimerValues};
 
 thread_local! {
     static INSTANCE: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
@@ -64,7 +65,8 @@ pub fn init<P: StatefulProcessor>(context: wit::InitContext) -> Result<wit::Proc
         let output_mode = output_mode_from_wit(context.output_mode);
         let initial_state_schema =
             context.initial_state_schema.map(|fields| schema_from_wit(fields, "initial-state schema")).transpose()?;
-        let mut ctx = InitContext::new(input_schema, key_schema, output_mode, context.config, store);
+        let query = QueryInfo { id: context.query.id, run_id: context.query.run_id };
+        let mut ctx = InitContext::new(input_schema, key_schema, output_mode, context.config, query, store);
         ctx.set_event_time_column(context.event_time_column);
         if let Some(schema) = initial_state_schema {
             ctx.set_initial_state_schema(Schema::clone(&schema));
@@ -77,35 +79,63 @@ pub fn init<P: StatefulProcessor>(context: wit::InitContext) -> Result<wit::Proc
     Ok(spec)
 }
 
-/// `handle-input-rows`.
+/// `handle-input-rows`: selects each key of the call in turn and hands the processor
+/// that key's rows.
 pub fn handle_input_rows<P: StatefulProcessor>(
-    key: Vec<wit::Scalar>,
+    keys: Vec<wit::KeyRows>,
     rows: wit::RowBatch,
     timer_values: wit::TimerValues,
-) -> Result<wit::RowBatch, String> {
+) -> Result<wit::Output, String> {
     with_driver::<P, _>(|driver| {
         let rows = rows_from_wit(rows, Some(driver.input_schema()))?;
+        let timer_values = timer_values_from_wit(timer_values);
+        let held: u64 = keys.iter().map(|key| u64::from(key.num_rows)).sum();
+        if held != rows.len() as u64 {
+            return Err(Error::msg(format!("the host handed over {} rows for keys that hold {held}", rows.len())));
+        }
+        let single = keys.len() == 1;
         let mut output = driver.output();
-        driver.handle_input_rows(&key_from_wit(key), &rows, &timer_values_from_wit(timer_values), &mut output)?;
-        Ok(rows_to_wit(output.finish()))
+        let mut ends = Vec::with_capacity(keys.len());
+        let mut start = 0;
+        for (index, key_rows) in keys.into_iter().enumerate() {
+            let end = start + key_rows.num_rows as usize;
+            scope::select_key(index as u32);
+            let key = key_from_wit(key_rows.key);
+            if single {
+                driver.handle_input_rows(&key, &rows, &timer_values, &mut output)?;
+            } else {
+                driver.handle_input_rows(&key, &rows.slice(start..end), &timer_values, &mut output)?;
+            }
+            ends.push(output.end_handler() as u32);
+            start = end;
+        }
+        Ok(wit::Output { rows: rows_to_wit(output.finish()), ends })
     })
 }
 
-/// `handle-expired-timer`.
-pub fn handle_expired_timer<P: StatefulProcessor>(
-    key: Vec<wit::Scalar>,
+/// `handle-expired-timers`: takes each due timer in turn (which selects its key) and
+/// hands it to the processor, unless an earlier handler of the call deleted it.
+pub fn handle_expired_timers<P: StatefulProcessor>(
+    keys: Vec<Vec<wit::Scalar>>,
+    timers: Vec<wit::DueTimer>,
     timer_values: wit::TimerValues,
-    timer: wit::ExpiredTimer,
-) -> Result<wit::RowBatch, String> {
+) -> Result<wit::Output, String> {
     with_driver::<P, _>(|driver| {
+        let keys: Vec<_> = keys.into_iter().map(key_from_wit).collect();
+        let timer_values = timer_values_from_wit(timer_values);
         let mut output = driver.output();
-        driver.handle_expired_timer(
-            &key_from_wit(key),
-            &timer_values_from_wit(timer_values),
-            &expired_timer_from_wit(timer),
-            &mut output,
-        )?;
-        Ok(rows_to_wit(output.finish()))
+        let mut ends = Vec::with_capacity(timers.len());
+        for (index, timer) in timers.iter().enumerate() {
+            if scope::take_timer(index as u32) {
+                let key = keys.get(timer.key_index as usize).ok_or_else(|| {
+                    Error::msg(format!("the host named key {} of a call over {} keys", timer.key_index, keys.len()))
+                })?;
+                let expired = ExpiredTimer { expiry_time: timer.expiry_time };
+                driver.handle_expired_timer(key, &timer_values, &expired, &mut output)?;
+            }
+            ends.push(output.end_handler() as u32);
+        }
+        Ok(wit::Output { rows: rows_to_wit(output.finish()), ends })
     })
 }
 
@@ -134,7 +164,7 @@ pub fn close<P: StatefulProcessor>() {
 }
 
 /// Makes a [`StatefulProcessor`] the component's processor: generates the exports of
-/// the `eddy:processor@0.1.0` world that call it. Invoke it once, at the crate root
+/// the `eddy:processor@0.2.0` world that call it. Invoke it once, at the crate root
 /// of a `cdylib` crate built for `wasm32-wasip2`, as in the [crate-level
 /// example](crate): `eddy_guest::export_processor!(MyProcessor);`. On a native target
 /// the exports compile too but are never called, so the same crate can hold the
@@ -144,7 +174,7 @@ macro_rules! export_processor {
     ($processor:ty) => {
         const _: fn() = || $crate::runtime::assert_processor::<$processor>();
 
-        // The exports' symbol names (`eddy:processor/handler@0.1.0#init`, …) only
+        // The exports' symbol names (`eddy:processor/handler@0.2.0#init`, …) only
         // link in a component; native builds (tests, the harness) leave them out.
         #[cfg(target_arch = "wasm32")]
         const _: () = {
@@ -158,19 +188,19 @@ macro_rules! export_processor {
                 }
 
                 fn handle_input_rows(
-                    key: ::std::vec::Vec<$crate::runtime::Scalar>,
+                    keys: ::std::vec::Vec<$crate::runtime::KeyRows>,
                     rows: $crate::runtime::RowBatch,
                     timer_values: $crate::runtime::TimerValues,
-                ) -> ::core::result::Result<$crate::runtime::RowBatch, ::std::string::String> {
-                    $crate::runtime::handle_input_rows::<$processor>(key, rows, timer_values)
+                ) -> ::core::result::Result<$crate::runtime::Output, ::std::string::String> {
+                    $crate::runtime::handle_input_rows::<$processor>(keys, rows, timer_values)
                 }
 
-                fn handle_expired_timer(
-                    key: ::std::vec::Vec<$crate::runtime::Scalar>,
+                fn handle_expired_timers(
+                    keys: ::std::vec::Vec<::std::vec::Vec<$crate::runtime::Scalar>>,
+                    timers: ::std::vec::Vec<$crate::runtime::DueTimer>,
                     timer_values: $crate::runtime::TimerValues,
-                    timer: $crate::runtime::ExpiredTimer,
-                ) -> ::core::result::Result<$crate::runtime::RowBatch, ::std::string::String> {
-                    $crate::runtime::handle_expired_timer::<$processor>(key, timer_values, timer)
+                ) -> ::core::result::Result<$crate::runtime::Output, ::std::string::String> {
+                    $crate::runtime::handle_expired_timers::<$processor>(keys, timers, timer_values)
                 }
 
                 fn handle_initial_state(

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 
-use crate::context::InitContext;
+use crate::context::{InitContext, QueryInfo};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::log::{LogRecord, capture_start, capture_take};
@@ -66,6 +66,7 @@ pub struct HarnessBuilder<P> {
     watermark: Option<i64>,
     initial_state_schema: Option<String>,
     event_time_column: Option<String>,
+    query: QueryInfo,
     _processor: PhantomData<fn() -> P>,
 }
 
@@ -109,6 +110,13 @@ impl<P: StatefulProcessor> HarnessBuilder<P> {
         self
     }
 
+    /// The query and run ids `init` sees ([`InitContext::query_info`]; by default
+    /// `harness-query` and `harness-run`).
+    pub fn query_info(mut self, id: impl Into<String>, run_id: impl Into<String>) -> Self {
+        self.query = QueryInfo { id: id.into(), run_id: run_id.into() };
+        self
+    }
+
     /// Runs the processor's `init` and returns the harness.
     pub fn build(self) -> Result<Harness<P>> {
         let input_schema = Rc::new(Schema::parse(&self.input_schema).map_err(|e| e.context("input schema"))?);
@@ -116,7 +124,8 @@ impl<P: StatefulProcessor> HarnessBuilder<P> {
         let memory = Rc::new(RefCell::new(MemoryStore::default()));
         memory.borrow_mut().now = self.processing_time;
         let store = Rc::new(Store::new(Backend::Memory(memory.clone())));
-        let mut ctx = InitContext::new(input_schema, key_schema.clone(), self.output_mode, self.config, store);
+        let mut ctx =
+            InitContext::new(input_schema, key_schema.clone(), self.output_mode, self.config, self.query, store);
         ctx.set_event_time_column(self.event_time_column.clone());
         if let Some(ddl) = &self.initial_state_schema {
             ctx.set_initial_state_schema(Schema::parse(ddl).map_err(|e| e.context("initial-state schema"))?);
@@ -130,6 +139,7 @@ impl<P: StatefulProcessor> HarnessBuilder<P> {
             driver,
             memory,
             key_schema,
+            batch_id: 0,
             processing_time: self.processing_time,
             watermark: self.watermark,
             event_time_column: self.event_time_column,
@@ -143,6 +153,7 @@ pub struct Harness<P> {
     driver: Driver<P>,
     memory: Rc<RefCell<MemoryStore>>,
     key_schema: Rc<Schema>,
+    batch_id: u64,
     processing_time: i64,
     watermark: Option<i64>,
     event_time_column: Option<String>,
@@ -163,6 +174,7 @@ impl<P: StatefulProcessor> Harness<P> {
             watermark: None,
             initial_state_schema: None,
             event_time_column: None,
+            query: QueryInfo { id: "harness-query".into(), run_id: "harness-run".into() },
             _processor: PhantomData,
         }
     }
@@ -170,6 +182,16 @@ impl<P: StatefulProcessor> Harness<P> {
     /// The processor under test.
     pub fn processor(&self) -> &P {
         self.driver.processor()
+    }
+
+    /// The batch id handlers see in [`TimerValues::batch_id`] (0 at the start).
+    pub fn batch_id(&self) -> u64 {
+        self.batch_id
+    }
+
+    /// Sets the batch id later handler calls see, as the host's next batch would.
+    pub fn set_batch_id(&mut self, batch_id: u64) {
+        self.batch_id = batch_id;
     }
 
     /// The current processing time (microseconds since the epoch).
@@ -188,7 +210,7 @@ impl<P: StatefulProcessor> Harness<P> {
     }
 
     fn timer_values(&self) -> TimerValues {
-        TimerValues { processing_time: self.processing_time, watermark: self.watermark }
+        TimerValues { batch_id: self.batch_id, processing_time: self.processing_time, watermark: self.watermark }
     }
 
     /// The key made of `parts`, checked against the key schema.

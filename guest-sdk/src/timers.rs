@@ -11,6 +11,9 @@ use crate::store::{Backend, Store};
 /// the same values. Times are microseconds since the Unix epoch (UTC).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TimerValues {
+    /// The micro-batch's id (0, 1, 2, … across restarts; a replayed batch has its
+    /// first run's id).
+    pub batch_id: u64,
     /// The batch's processing time.
     pub processing_time: i64,
     /// The event-time watermark in force for this batch, if the query has one.

@@ -62,6 +62,7 @@ fn processors(c: &mut Criterion) {
                 event_time_column: None,
                 key_group_range: 0..128,
                 query_id: "boundary-bench".into(),
+                run_id: "boundary-bench-run".into(),
             };
             let mut operator = WasmOperator::open(&module, &purchases_schema(), options).expect("operator");
             let input = purchases(rows_per_key);

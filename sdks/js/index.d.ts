@@ -100,6 +100,8 @@ export class Timers {
 }
 
 export interface TimerValues {
+  /** The micro-batch's id (a replayed batch has its first run's id). */
+  readonly batchId: bigint;
   readonly processingTime: bigint;
   readonly watermark: bigint | undefined;
 }
@@ -122,7 +124,16 @@ export interface ProcessorSpec {
   initialStateSchema: Schema | undefined;
 }
 
+/** Which query and which run of it the processor is part of (Spark's `QueryInfo`). */
+export interface QueryInfo {
+  /** The query's id: kept in the checkpoint, the same across restarts. */
+  readonly id: string;
+  /** This run's id: new each time the query starts. */
+  readonly runId: string;
+}
+
 export class InitContext {
+  readonly queryInfo: QueryInfo;
   readonly inputSchema: Schema;
   readonly keySchema: Schema;
   readonly outputMode: OutputMode;

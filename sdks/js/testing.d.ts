@@ -1,5 +1,5 @@
 // Type declarations of eddy-guest/testing (see src/testing.js).
-import type { Cell, ExpiredTimer, OutputMode, OutputValue, ProcessorSpec, Rows, StatefulProcessor, Ttl } from './index.js';
+import type { Cell, ExpiredTimer, OutputMode, OutputValue, ProcessorSpec, QueryInfo, Rows, StatefulProcessor, Ttl } from './index.js';
 
 export type TestRow = OutputValue[] | Record<string, OutputValue>;
 
@@ -14,6 +14,7 @@ export interface HarnessOptions {
   watermark?: bigint | number;
   initialStateSchema?: string;
   eventTimeColumn?: string;
+  queryInfo?: QueryInfo;
 }
 
 export class Harness<P extends StatefulProcessor = StatefulProcessor> {
@@ -22,6 +23,8 @@ export class Harness<P extends StatefulProcessor = StatefulProcessor> {
   readonly spec: ProcessorSpec;
   readonly processingTime: bigint;
   readonly watermark: bigint | undefined;
+  /** The batch id handlers see; set it as the host's next batch would. */
+  batchId: bigint;
   readonly logs: { level: string; message: string }[];
   feed(key: Cell | Cell[], rows: TestRow[]): Rows;
   initialState(key: Cell | Cell[], rows: TestRow[]): void;

@@ -169,6 +169,7 @@ impl Scripted {
             event_time_column: None,
             key_group_range,
             query_id: query_id.to_string(),
+            run_id: "scripted-run".into(),
         };
         let operator = WasmOperator::open(module, &scripted_schema(), options).expect("operator opens");
         let next_batch = store.committed_batch().expect("readable").map_or(0, |id| id + 1);

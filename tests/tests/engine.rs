@@ -324,3 +324,55 @@ fn shards_and_queries_draw_different_random_numbers() {
     let other_query = random_draws(second.path(), &keys);
     assert!(other_query.iter().all(|n| !drawn.contains(n)), "{drawn:?} {other_query:?}");
 }
+
+/// Spark's `getQueryInfo`: the processor is told the query's id (the checkpoint's,
+/// kept across restarts), the run's id (new each run, the progress records' `runId`)
+/// and each batch's id.
+#[test]
+fn the_processor_is_told_its_query_run_and_batch() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir_all(dir.path().join("input")).expect("input dir");
+    let wasm = repo_root().join("build/wasm/scripted.wasm");
+    let spec = format!(
+        "[[source]]\nformat = \"json\"\npath = \"input\"\nmax-files-per-trigger = 1\n\
+         schema = \"key STRING, op STRING, name STRING, k STRING, v STRING\"\n\n\
+         [operator]\nmodule = {wasm:?}\nkey = [\"key\"]\noutput-mode = \"update\"\n\n\
+         [sink]\nformat = \"json\"\npath = \"out\"\n\n[trigger]\navailable-now = true\n"
+    );
+    let commands = "{\"key\":\"a\",\"op\":\"query.info\"}\n{\"key\":\"b\",\"op\":\"batch.id\"}\n";
+    for file in ["0", "1"] {
+        std::fs::write(dir.path().join(format!("input/{file}.jsonl")), commands).expect("file");
+    }
+    assert_eq!(run(dir.path(), &spec, RunOptions::default()).0.batches, 2);
+    std::fs::write(dir.path().join("input/2.jsonl"), commands).expect("file");
+    assert_eq!(run(dir.path(), &spec, RunOptions::default()).0.batches, 1);
+
+    let checkpoint = dir.path().join("checkpoint");
+    let metadata: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(checkpoint.join("metadata")).expect("metadata")).expect("json");
+    let query_id = metadata["id"].as_str().expect("an id");
+    for batch in 0..3 {
+        let progress: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(checkpoint.join(format!("progress/{batch}.json"))).expect("progress"),
+        )
+        .expect("json");
+        let part = std::fs::read_to_string(dir.path().join(format!("out/part-{batch:05}.jsonl"))).expect("part");
+        let mut results: Vec<(String, String)> = part
+            .lines()
+            .map(|line| {
+                let row: serde_json::Value = serde_json::from_str(line).expect("json");
+                (row["op"].as_str().expect("op").to_string(), row["result"].as_str().expect("result").to_string())
+            })
+            .collect();
+        results.sort();
+        let told = serde_json::json!([query_id, progress["runId"]]).to_string();
+        let expected = vec![("batch.id".to_string(), batch.to_string()), ("query.info".to_string(), told)];
+        assert_eq!(results, expected, "batch {batch}");
+    }
+    let run_of = |batch: u64| {
+        let text = std::fs::read_to_string(checkpoint.join(format!("progress/{batch}.json"))).expect("progress");
+        serde_json::from_str::<serde_json::Value>(&text).expect("json")["runId"].clone()
+    };
+    assert_eq!(run_of(0), run_of(1), "one run");
+    assert_ne!(run_of(1), run_of(2), "a new run after the restart");
+}

@@ -124,8 +124,8 @@ fn a_module_for_another_contract_version_is_refused() {
     let error = runtime.load(&wasm("future_contract")).err().expect("refused");
     assert_eq!(
         error.to_string(),
-        "module 'future_contract.wasm' was built for eddy:processor@1.0.0, but this eddy implements eddy:processor@0.1.0; \
-         rebuild the module against the 0.1.0 contract (eddy-guest 0.1.0) or run an eddy that implements 1.0.0"
+        "module 'future_contract.wasm' was built for eddy:processor@1.0.0, but this eddy implements eddy:processor@0.2.0; \
+         rebuild the module against the 0.2.0 contract (eddy-guest 0.2.0) or run an eddy that implements 1.0.0"
     );
 }
 

@@ -52,6 +52,7 @@ fn declared_state(module: &Module) -> Vec<String> {
         event_time_column: None,
         key_group_range: 0..4,
         query_id: "module-cache-test".into(),
+        run_id: "module-cache-run".into(),
     };
     let operator = WasmOperator::open(module, &schema, options).expect("opens");
     operator.state_variables().into_iter().map(|decl| decl.name).collect()

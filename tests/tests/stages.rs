@@ -153,10 +153,8 @@ fn update_mode_outputs_every_changed_window_each_batch_and_complete_mode_all_of_
             assert_eq!(progress["stateOperators"][0]["numRowsTotal"], windows.len(), "{mode}, batch {index}");
             // The change feed has one update per window the batch changed, with its count.
             let changes = state_windows(&query, &["--changes", &format!("{index}..{index}")]);
-            let expected: BTreeMap<(String, i64), (String, i64)> = changed
-                .iter()
-                .map(|key| (key.clone(), ("update".to_string(), windows[key].len() as i64)))
-                .collect();
+            let expected: BTreeMap<(String, i64), (String, i64)> =
+                changed.iter().map(|key| (key.clone(), ("update".to_string(), windows[key].len() as i64))).collect();
             assert_eq!(changes, expected, "{mode}, batch {index}");
         }
         // The state holds every window (none closes), one map entry each.

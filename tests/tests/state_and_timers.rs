@@ -274,3 +274,31 @@ fn timers_need_a_time_mode() {
          call `ctx.set_time_mode(TimeMode::ProcessingTime)` (or `EventTime`) in init"
     );
 }
+
+/// A pass's due timers are fixed when it starts and handed over many per call: a timer
+/// an earlier handler of the pass deleted does not fire, and one a handler registers
+/// (already due) fires in the next batch. The scripted processor's handler of a timer
+/// ending in 1 deletes the key's timer one microsecond later and registers one two
+/// microseconds later.
+#[test]
+fn a_timer_deleted_by_an_earlier_handler_of_the_pass_does_not_fire() {
+    let mut p = Scripted::new(config("processing-time", &[]), InstanceLimits::default());
+    let keys: Vec<String> = (0..600).map(|i| format!("k{i}")).collect();
+    let expiries: Vec<String> = (0..600).map(|i| (2_000 + i * 10).to_string()).collect();
+    let mut commands = vec![
+        cmd("a", "timer.register", "").v("1001"),
+        cmd("a", "timer.register", "").v("1002"),
+        cmd("b", "timer.register", "").v("1500"),
+    ];
+    commands.extend(keys.iter().zip(&expiries).map(|(key, at)| cmd(key, "timer.register", "").v(at)));
+    // Every timer is due at the batch's processing time (1 s): they fire in its pass.
+    let fired = reads(p.run(1_000, &commands).expect("batch 0"));
+    let mut expected = vec![row("timer.fired", "1001"), row("timer.fired", "1500")];
+    expected.extend(expiries.iter().map(|at| row("timer.fired", at)));
+    assert_eq!(fired, expected, "1002 was deleted by 1001's handler");
+    assert_eq!(
+        reads(p.run(1_100, &[cmd("a", "timer.list", "")]).expect("batch 1")),
+        vec![row("timer.list", "[1003]"), row("timer.fired", "1003")]
+    );
+    assert_eq!(reads(p.run(1_200, &[cmd("a", "timer.list", "")]).expect("batch 2")), vec![row("timer.list", "[]")]);
+}

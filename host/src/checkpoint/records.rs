@@ -72,9 +72,15 @@ impl Metadata {
     }
 
     /// Records the pipeline a query runs with — once its state was found compatible —
-    /// creating the metadata of a new query (with a new id) or updating the
+    /// creating the metadata of a new query (with id `new_id`) or updating the
     /// fingerprint and key-group count of an existing one.
-    pub fn record(path: &Path, existing: Option<Self>, fingerprint: String, key_groups: u16) -> Result<Self> {
+    pub fn record(
+        path: &Path,
+        existing: Option<Self>,
+        new_id: &str,
+        fingerprint: String,
+        key_groups: u16,
+    ) -> Result<Self> {
         let metadata = match existing {
             Some(metadata) if metadata.pipeline_fingerprint == fingerprint && metadata.key_groups == key_groups => {
                 return Ok(metadata);
@@ -84,7 +90,7 @@ impl Metadata {
                 Metadata { pipeline_fingerprint: fingerprint, key_groups, ..metadata }
             }
             None => Metadata {
-                id: crate::util::new_uuid_v4()?,
+                id: new_id.to_string(),
                 pipeline_fingerprint: fingerprint,
                 key_groups,
                 created: crate::util::format_micros_iso(crate::util::now_micros()),
@@ -104,12 +110,13 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("metadata");
         assert_eq!(Metadata::read(&path).expect("no file yet"), None);
-        let first = Metadata::record(&path, None, "abc".into(), 128).expect("created");
+        let first = Metadata::record(&path, None, "q1", "abc".into(), 128).expect("created");
         let read = Metadata::read(&path).expect("read");
         assert_eq!(read.as_ref(), Some(&first));
-        let again = Metadata::record(&path, read, "abc".into(), 128).expect("kept");
+        assert_eq!(first.id, "q1");
+        let again = Metadata::record(&path, read, "q2", "abc".into(), 128).expect("kept");
         assert_eq!(first, again);
-        let changed = Metadata::record(&path, Some(again), "def".into(), 128).expect("updated");
+        let changed = Metadata::record(&path, Some(again), "q3", "def".into(), 128).expect("updated");
         assert_eq!((changed.id, changed.pipeline_fingerprint.as_str()), (first.id, "def"));
         let text = std::fs::read_to_string(&path).expect("file");
         assert!(text.starts_with("{\n  \"version\": 1,\n"), "{text}");

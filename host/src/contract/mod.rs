@@ -12,7 +12,7 @@ pub mod rows;
 mod generated {
     wasmtime::component::bindgen!({
         path: "../wit",
-        inline: "package eddy:host-contract; world types-only { import eddy:processor/types@0.1.0; }",
+        inline: "package eddy:host-contract; world types-only { import eddy:processor/types@0.2.0; }",
         world: "eddy:host-contract/types-only",
         additional_derives: [PartialEq],
     });
@@ -20,11 +20,11 @@ mod generated {
 
 pub use generated::eddy;
 pub use generated::eddy::processor::types::{
-    Column, ColumnValues, DataType, ExpiredTimer, Field, InitContext, OutputMode, ProcessorSpec, RowBatch, Scalar,
-    StateDeclaration, StateKind, TimeMode, TimerValues, VarLen,
+    Column, ColumnValues, DataType, DueTimer, Field, InitContext, KeyRows, Output, OutputMode, ProcessorSpec,
+    QueryInfo, RowBatch, Scalar, StateDeclaration, StateKind, TimeMode, TimerValues, VarLen,
 };
 
 /// The contract version this host implements.
-pub const CONTRACT_VERSION: &str = "0.1.0";
+pub const CONTRACT_VERSION: &str = "0.2.0";
 /// The contract's package name.
 pub const CONTRACT_PACKAGE: &str = "eddy:processor";

@@ -138,21 +138,30 @@ fn gather_var_len<'a>(values: impl ExactSizeIterator<Item = &'a [u8]> + Clone) -
     VarLen { data, offsets }
 }
 
-/// The bytes `rows` holds: 1 per boolean, 8 per number or timestamp, the text or
-/// bytes of a variable-length value plus 4 for its offset, and the validity bitmaps.
+/// The bytes `rows` holds (see [`row_range_bytes`]).
 pub fn row_batch_bytes(rows: &RowBatch) -> u64 {
+    row_range_bytes(rows, 0..rows.num_rows)
+}
+
+/// The bytes rows `range` of `rows` hold: 1 per boolean, 8 per number or timestamp,
+/// the text or bytes of a variable-length value plus 4 for its offset (and one more
+/// offset per column), and the validity bitmaps. The range must lie within the batch.
+pub fn row_range_bytes(rows: &RowBatch, range: std::ops::Range<u32>) -> u64 {
+    let (start, end) = (range.start as usize, range.end as usize);
+    let n = end.saturating_sub(start);
     rows.columns
         .iter()
         .map(|column| {
             let values = match &column.values {
-                ColumnValues::Boolean(v) => v.len(),
-                ColumnValues::Int64(v) | ColumnValues::Timestamp(v) => v.len() * 8,
-                ColumnValues::Float64(v) => v.len() * 8,
+                ColumnValues::Boolean(_) => n,
+                ColumnValues::Int64(_) | ColumnValues::Timestamp(_) | ColumnValues::Float64(_) => n * 8,
                 ColumnValues::Utf8(var_len) | ColumnValues::Binary(var_len) => {
-                    var_len.data.len() + var_len.offsets.len() * 4
+                    let offset = |row: usize| var_len.offsets.get(row).copied().unwrap_or(0) as usize;
+                    offset(end).saturating_sub(offset(start)) + (n + 1) * 4
                 }
             };
-            (values + column.validity.as_ref().map_or(0, Vec::len)) as u64
+            let validity = column.validity.as_ref().map_or(0, |_| n.div_ceil(8));
+            (values + validity) as u64
         })
         .sum()
 }

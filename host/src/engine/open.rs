@@ -24,6 +24,8 @@ pub(super) struct Parts {
     pub sink: Box<dyn Sink>,
     /// The query's id from the checkpoint's metadata (new for a new query).
     pub query_id: String,
+    /// This run's id.
+    pub run_id: String,
     /// State schemas that are new or changed compatibly: recorded with the next commit.
     pub schemas_to_record: Vec<(u16, OperatorStateSchema)>,
 }
@@ -37,8 +39,15 @@ pub(super) fn open_parts(
 ) -> Result<Parts> {
     let existing = Metadata::read(&checkpoint.metadata_file())?;
     let store = StateStore::open(&checkpoint.store_dir())?;
+    let run = RunIds {
+        query_id: match &existing {
+            Some(metadata) => metadata.id.clone(),
+            None => crate::util::new_uuid_v4()?,
+        },
+        run_id: crate::util::new_uuid_v4()?,
+    };
     let mut schemas_to_record = Vec::new();
-    let mut stages = open_stages(pipeline, &store, checkpoint, module_cache, &mut schemas_to_record)?;
+    let stages = open_stages(pipeline, &store, checkpoint, module_cache, &run, &mut schemas_to_record)?;
     let sources = pipeline
         .sources
         .iter()
@@ -46,14 +55,19 @@ pub(super) fn open_parts(
         .map(|(index, source)| crate::source::open(source, index, checkpoint))
         .collect::<Result<Vec<_>>>()?;
     let new_query = store.committed_batch()?.is_none();
+    let fingerprint = pipeline_fingerprint(pipeline);
     let metadata =
-        Metadata::record(&checkpoint.metadata_file(), existing, pipeline_fingerprint(pipeline), pipeline.key_groups)?;
-    for stage in &mut stages {
-        stage.set_query_id(&metadata.id);
-    }
+        Metadata::record(&checkpoint.metadata_file(), existing, &run.query_id, fingerprint, pipeline.key_groups)?;
     let owner = SinkOwner { query_id: metadata.id.clone(), checkpoint: checkpoint.root().to_path_buf(), new_query };
     let sink = crate::sink::open(&pipeline.sink, &owner)?;
-    Ok(Parts { store, stages, sources, sink, query_id: metadata.id, schemas_to_record })
+    Ok(Parts { store, stages, sources, sink, query_id: metadata.id, run_id: run.run_id, schemas_to_record })
+}
+
+/// The ids a processor is told at init (Spark's `QueryInfo`): the query's (kept in
+/// the checkpoint; made now for a new query) and this run's.
+struct RunIds {
+    query_id: String,
+    run_id: String,
 }
 
 /// Opens the chain in order, each stage on the schema of the one before, and checks
@@ -63,6 +77,7 @@ fn open_stages(
     store: &StateStore,
     checkpoint: &CheckpointDir,
     module_cache: Option<PathBuf>,
+    run: &RunIds,
     schemas_to_record: &mut Vec<(u16, OperatorStateSchema)>,
 ) -> Result<Vec<Box<dyn Stage>>> {
     let mut input = pipeline.sources[0].schema.clone();
@@ -92,7 +107,7 @@ fn open_stages(
         }
         let (stage, state_schema): (Box<dyn Stage>, Option<OperatorStateSchema>) = match &spec.kind {
             StageKind::Processor(processor) => {
-                let opened = open_processor(pipeline, spec, processor, &input, store, module_cache.clone());
+                let opened = open_processor(pipeline, spec, processor, &input, store, module_cache.clone(), run);
                 // A lone processor's errors are about the processor; in a chain, name the stage.
                 let (operator, schema) = if pipeline.stages.len() > 1 { opened.with_context(place)? } else { opened? };
                 (Box::new(operator), Some(schema))
@@ -154,6 +169,7 @@ fn open_processor(
     input: &SchemaRef,
     store: &StateStore,
     module_cache: Option<PathBuf>,
+    run: &RunIds,
 ) -> Result<(ShardedOperator, OperatorStateSchema)> {
     let runtime = WasmRuntime::new(module_cache)?;
     let module = runtime.load(&spec.module)?;
@@ -172,8 +188,8 @@ fn open_processor(
         initial_state_schema: spec.initial_state.as_ref().map(|initial| initial.schema.clone()),
         event_time_column,
         key_group_range: 0..spec.key_groups,
-        // Known once the metadata is recorded, after the state was found compatible.
-        query_id: String::new(),
+        query_id: run.query_id.clone(),
+        run_id: run.run_id.clone(),
     };
     let mut operator = ShardedOperator::open(&module, input, options, spec.parallelism)?;
     let state_schema = OperatorStateSchema {

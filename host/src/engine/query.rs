@@ -73,7 +73,7 @@ impl Query {
         }
         let reporter = Reporter {
             query_id: parts.query_id,
-            run_id: crate::util::new_uuid_v4()?,
+            run_id: parts.run_id,
             sink: parts.sink.description(),
             query_name: pipeline.name.clone(),
             previous_start: None,

@@ -65,12 +65,6 @@ impl ShardedOperator {
         })
     }
 
-    /// Sets the query's id in every shard: a new query's id is made once its operator
-    /// opened and its state was found compatible.
-    pub fn set_query_id(&mut self, query_id: &str) {
-        self.shards.iter_mut().for_each(|shard| shard.set_query_id(query_id));
-    }
-
     /// Hands `rows` to `handle-initial-state` in the next batch (the query's first).
     pub fn start_from(&mut self, rows: RecordBatch) {
         self.initial_state = Some(rows);
@@ -140,7 +134,7 @@ impl ShardedOperator {
             let calls = shard_output.calls;
             let handlers = &mut output.stats.handlers;
             handlers.entry("handle-input-rows".into()).or_default().add(calls.input_rows);
-            handlers.entry("handle-expired-timer".into()).or_default().add(calls.expired_timers);
+            handlers.entry("handle-expired-timers".into()).or_default().add(calls.expired_timers);
             output.stats.timers_registered += calls.timers_registered;
             output.stats.guest_memory_peak_bytes = output.stats.guest_memory_peak_bytes.max(calls.memory_peak_bytes);
             top_keys.merge(calls.top_keys);
@@ -185,10 +179,6 @@ impl Stage for ShardedOperator {
         let mut output = self.run_shards(txns, input, time)?;
         output.stats.run_ms = started.elapsed().as_millis() as u64;
         Ok(output)
-    }
-
-    fn set_query_id(&mut self, query_id: &str) {
-        ShardedOperator::set_query_id(self, query_id);
     }
 
     fn close(&mut self) -> Result<()> {

@@ -109,9 +109,6 @@ pub trait Stage: Send {
     /// kept: the engine commits nothing.
     fn run(&mut self, store: &StateStore, input: &RecordBatch, time: BatchTime) -> Result<StageOutput>;
 
-    /// Tells the stage the query's id, once the checkpoint's metadata is recorded.
-    fn set_query_id(&mut self, _query_id: &str) {}
-
     /// Ends the stage when the run ends.
     fn close(&mut self) -> Result<()>;
 }

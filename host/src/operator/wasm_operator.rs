@@ -1,7 +1,9 @@
-//! The WebAssembly processor operator: groups a batch's rows by key, calls the
-//! processor once per key, fires due timers, and collects the rows it returns (held
-//! to the output limits per call and per batch of `operator.max-output-*`).
+//! The WebAssembly processor operator: groups a batch's rows by key, hands the keys'
+//! rows to the processor (several small keys per call), fires due timers (several per
+//! call), and collects the rows it returns (held to the output limits per key or timer
+//! and per batch of `operator.max-output-*`).
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,16 +15,21 @@ use arrow::datatypes::{Field as ArrowField, Schema, SchemaRef};
 use super::grouping::{KeyRows, group_by_key};
 use super::stage::{BatchTime, HandlerStats};
 use super::top_keys::TopKeysCollector;
-use crate::contract::rows::{OutputRows, arrow_type, contract_type, gather, key_label, row_batch_bytes};
-use crate::contract::{
-    ExpiredTimer, Field, InitContext, OutputMode, ProcessorSpec, RowBatch, Scalar, TimeMode, TimerValues,
-};
+use crate::contract::rows::{OutputRows, arrow_type, contract_type, gather, key_label, row_range_bytes};
+use crate::contract::{Field, InitContext, Output, OutputMode, ProcessorSpec, QueryInfo, TimeMode, TimerValues};
 use crate::pipeline::{InstanceLimits, Limit, show_bytes};
 use crate::state::{KeyScope, StateKind, StateTxn, Timers, VariableDecl, evict_expired, key};
-use crate::wasm::{Module, ProcessorInstance, RandomScope};
+use crate::wasm::{CallKey, CallTimer, Module, ProcessorInstance, RandomScope};
 
 /// How many keys' value and list state is read ahead in one batched lookup.
 const PREFETCH_KEYS: usize = 1024;
+/// The most keys one `handle-input-rows` call hands over.
+const KEYS_PER_CALL: usize = 256;
+/// The most rows one `handle-input-rows` call hands over, unless one key has more (a
+/// key with more rows gets a call of its own).
+const ROWS_PER_CALL: usize = 1024;
+/// The most due timers one `handle-expired-timers` call hands over.
+const TIMERS_PER_CALL: usize = 512;
 
 /// How an operator is set up.
 #[derive(Clone, Debug)]
@@ -48,6 +55,8 @@ pub struct OperatorOptions {
     /// The query's id (the checkpoint's metadata): with the batch id and the first key
     /// group, it seeds the guest's random numbers.
     pub query_id: String,
+    /// This run's id (new each time the query starts).
+    pub run_id: String,
 }
 
 /// What one batch of an operator produced.
@@ -69,9 +78,9 @@ pub struct OperatorOutput {
 /// What the processor's calls of one batch cost, and the batch's hottest keys.
 #[derive(Default)]
 pub struct CallStats {
-    /// `handle-input-rows` calls.
+    /// Keys handed to `handle-input-rows`, and the time of those calls.
     pub input_rows: HandlerStats,
-    /// `handle-expired-timer` calls.
+    /// Timers fired in `handle-expired-timers`, and the time of those calls.
     pub expired_timers: HandlerStats,
     /// Timers the processor registered.
     pub timers_registered: u64,
@@ -120,6 +129,7 @@ impl WasmOperator {
             config: options.config_json.clone(),
             initial_state_schema,
             event_time_column: options.event_time_column.clone(),
+            query: QueryInfo { id: options.query_id.clone(), run_id: options.run_id.clone() },
         };
         let spec = instance.init(&context)?;
         let output_schema =
@@ -204,7 +214,7 @@ impl WasmOperator {
     }
 
     fn timer_values(time: BatchTime) -> TimerValues {
-        TimerValues { processing_time: time.processing_time, watermark: time.watermark }
+        TimerValues { batch_id: time.batch_id, processing_time: time.processing_time, watermark: time.watermark }
     }
 
     /// Hands each key's initial-state rows (of `schema`, which holds the key columns)
@@ -223,8 +233,8 @@ impl WasmOperator {
             let grouped = group_by_key(rows, &key_indices, self.options.key_groups);
             let owned = grouped.keys().into_iter().filter(|k| self.options.key_group_range.contains(&k.key_group));
             for key in owned.collect::<Vec<_>>() {
-                let key_values = self.enter_key(self.scope(key.key_group, key.key.to_vec(), time))?;
-                self.instance.handle_initial_state(&key_values, &gather(rows, key.rows), Self::timer_values(time))?;
+                let call_key = self.call_key(key.key_group, key.key.to_vec(), time)?;
+                self.instance.handle_initial_state(call_key, &gather(rows, key.rows), Self::timer_values(time))?;
             }
             Ok(())
         })();
@@ -243,20 +253,11 @@ impl WasmOperator {
         self.instance.start_batch(txn, time.processing_time, random);
     }
 
-    /// Sets the query's id (see [`OperatorOptions::query_id`]).
-    pub fn set_query_id(&mut self, query_id: &str) {
-        self.options.query_id = query_id.to_string();
-    }
-
-    fn scope(&self, key_group: u16, encoded: Vec<u8>, time: BatchTime) -> KeyScope {
-        KeyScope::new(self.options.operator_id, key_group, encoded, time.processing_time)
-    }
-
-    /// Makes `scope` the current key; returns the key's values.
-    fn enter_key(&mut self, scope: KeyScope) -> Result<Vec<Scalar>> {
-        let key_values = key::decode(scope.key()).context("a grouping key in the state store is corrupt")?;
-        self.instance.set_key(scope, key_values.clone());
-        Ok(key_values)
+    /// Key `encoded` of `key_group` as a key of a call: its state scope and values.
+    fn call_key(&self, key_group: u16, encoded: Vec<u8>, time: BatchTime) -> Result<CallKey> {
+        let values = key::decode(&encoded).context("a grouping key in the state store is corrupt")?;
+        let scope = KeyScope::new(self.options.operator_id, key_group, encoded, time.processing_time);
+        Ok(CallKey { scope, values })
     }
 
     fn run_keys(
@@ -272,30 +273,70 @@ impl WasmOperator {
             .into_iter()
             .filter(|decl| matches!(decl.kind, StateKind::Value | StateKind::List))
             .collect();
+        let operator = self.options.operator_id;
         for chunk in groups.chunks(PREFETCH_KEYS) {
             if !read_ahead.is_empty() {
                 let mut keys: Vec<Vec<u8>> = chunk
                     .iter()
                     .flat_map(|key| {
-                        let scope = self.scope(key.key_group, key.key.to_vec(), time);
+                        let scope = KeyScope::new(operator, key.key_group, key.key.to_vec(), time.processing_time);
                         read_ahead.iter().map(move |decl| scope.var_key(decl))
                     })
                     .collect();
                 keys.sort_unstable();
                 self.instance.txn_mut().context("no state transaction during the batch")?.prefetch_state(keys)?;
             }
-            for key in chunk {
-                let key_values = self.enter_key(self.scope(key.key_group, key.key.to_vec(), time))?;
-                let batch = gather(input, key.rows);
-                let started = Instant::now();
-                let returned = self.instance.handle_input_rows(&key_values, &batch, Self::timer_values(time))?;
-                let micros = started.elapsed().as_micros() as u64;
-                self.calls.input_rows.add(HandlerStats { calls: 1, micros });
-                self.calls.top_keys.note(key.rows.len() as u64, micros, || key_label(&key_values));
-                self.collect(returned, "handle-input-rows", &key_values, outputs)?;
+            let mut start = 0;
+            while start < chunk.len() {
+                let (mut end, mut rows) = (start + 1, chunk[start].rows.len());
+                while end < chunk.len() && end - start < KEYS_PER_CALL && rows + chunk[end].rows.len() <= ROWS_PER_CALL
+                {
+                    rows += chunk[end].rows.len();
+                    end += 1;
+                }
+                self.call_input_rows(input, &chunk[start..end], time, outputs)?;
+                start = end;
             }
         }
         Ok(())
+    }
+
+    /// One `handle-input-rows` call over `keys`.
+    fn call_input_rows(
+        &mut self,
+        input: &RecordBatch,
+        keys: &[KeyRows],
+        time: BatchTime,
+        outputs: &mut OutputRows,
+    ) -> Result<()> {
+        let mut call_keys = Vec::with_capacity(keys.len());
+        let mut counts = Vec::with_capacity(keys.len());
+        for key in keys {
+            call_keys.push(self.call_key(key.key_group, key.key.to_vec(), time)?);
+            counts.push(key.rows.len() as u32);
+        }
+        let batch = match keys {
+            [key] => gather(input, key.rows),
+            _ => gather(input, &keys.iter().flat_map(|key| key.rows.iter().copied()).collect::<Vec<u32>>()),
+        };
+        let started = Instant::now();
+        let output = self.instance.handle_input_rows(call_keys, &counts, &batch, Self::timer_values(time))?;
+        let micros = started.elapsed().as_micros() as u64;
+        self.calls.input_rows.add(HandlerStats { calls: keys.len() as u64, micros });
+        // The call's time is shared among its keys by their rows.
+        let call_rows = u64::from(batch.num_rows).max(1);
+        let call_keys = self.instance.call_keys();
+        for (key, call_key) in keys.iter().zip(call_keys) {
+            let rows = key.rows.len() as u64;
+            self.calls.top_keys.note(rows, micros * rows / call_rows, || key_label(&call_key.values));
+        }
+        self.collect(
+            output,
+            "handle-input-rows",
+            keys.len(),
+            &|i| key_label(&self.instance.call_keys()[i].values),
+            outputs,
+        )
     }
 
     fn fire_timers(&mut self, time: BatchTime, outputs: &mut OutputRows) -> Result<usize> {
@@ -309,61 +350,110 @@ impl WasmOperator {
         };
         let operator = self.options.operator_id;
         let txn = self.instance.txn_mut().context("no state transaction during the batch")?;
-        let due = Timers::due(txn, operator, deadline)?;
-        let mut fired = 0;
         let owned = self.options.key_group_range.clone();
-        for timer in due.into_iter().filter(|timer| owned.contains(&timer.key_group)) {
-            let scope = self.scope(timer.key_group, timer.key, time);
-            let txn = self.instance.txn_mut().context("no state transaction during the batch")?;
-            // An earlier handler of this pass may have deleted it (a due timer exists
-            // otherwise: the index it was found in and the timers are written together).
-            if scope.timer_deleted(txn, timer.expiry) {
-                continue;
+        let due: Vec<_> = Timers::due(txn, operator, deadline)?
+            .into_iter()
+            .filter(|timer| owned.contains(&timer.key_group))
+            .collect();
+        let mut fired = 0;
+        for chunk in due.chunks(TIMERS_PER_CALL) {
+            let mut keys: Vec<CallKey> = Vec::new();
+            let mut key_index: HashMap<(u16, &[u8]), usize> = HashMap::with_capacity(chunk.len());
+            let mut timers = Vec::with_capacity(chunk.len());
+            for timer in chunk {
+                let index = match key_index.get(&(timer.key_group, timer.key.as_slice())) {
+                    Some(&index) => index,
+                    None => {
+                        keys.push(self.call_key(timer.key_group, timer.key.clone(), time)?);
+                        key_index.insert((timer.key_group, timer.key.as_slice()), keys.len() - 1);
+                        keys.len() - 1
+                    }
+                };
+                timers.push(CallTimer { key_index: index, expiry: timer.expiry, fired: false, taken: false });
             }
-            scope.timer_delete(txn, timer.expiry);
-            let key_values = self.enter_key(scope)?;
-            let expired = ExpiredTimer { expiry_time: timer.expiry };
             let started = Instant::now();
-            let returned = self.instance.handle_expired_timer(&key_values, Self::timer_values(time), expired)?;
+            let (output, timers) = self.instance.handle_expired_timers(keys, timers, Self::timer_values(time))?;
             let micros = started.elapsed().as_micros() as u64;
-            self.calls.expired_timers.add(HandlerStats { calls: 1, micros });
-            self.collect(returned, "handle-expired-timer", &key_values, outputs)?;
-            fired += 1;
+            let label = |i: usize| key_label(&self.instance.call_keys()[timers[i].key_index].values);
+            if let Some(skipped) = timers.iter().position(|timer| !timer.taken) {
+                bail!(
+                    "module '{}' returned from handle-expired-timers without taking timer {} of key {} (each due \
+                     timer is taken with take-timer before its handler runs); rebuild it with an eddy-guest SDK of \
+                     this contract",
+                    self.module_name,
+                    timers[skipped].expiry,
+                    label(skipped)
+                );
+            }
+            let fired_now = timers.iter().filter(|timer| timer.fired).count();
+            self.calls.expired_timers.add(HandlerStats { calls: fired_now as u64, micros });
+            self.collect(output, "handle-expired-timers", timers.len(), &label, outputs)?;
+            fired += fired_now;
         }
         Ok(fired)
     }
 
-    fn collect(&self, returned: RowBatch, function: &str, key: &[Scalar], outputs: &mut OutputRows) -> Result<()> {
-        let limits = &self.options.limits;
-        let (rows, bytes) = (u64::from(returned.num_rows), row_batch_bytes(&returned));
-        let (batch_rows, batch_bytes) = (outputs.num_rows() + rows, outputs.num_bytes() + bytes);
-        let checks = [
-            (Limit::OutputRowsPerCall, rows),
-            (Limit::OutputBytesPerCall, bytes),
-            (Limit::OutputRowsPerBatch, batch_rows),
-            (Limit::OutputBytesPerBatch, batch_bytes),
-        ];
-        if let Some((limit, _)) = checks.into_iter().find(|(limit, used)| *used > limit.of(limits)) {
-            let returned = format!("module '{}' returned", self.module_name);
-            let place = format!("in {function} for key {}", key_label(key));
-            let what = match limit {
-                Limit::OutputRowsPerCall => format!("{returned} {rows} output rows {place}"),
-                Limit::OutputBytesPerCall => format!("{returned} {} of output rows {place}", show_bytes(bytes)),
-                Limit::OutputRowsPerBatch => {
-                    format!("{returned} output rows {place} that bring this batch to {batch_rows} rows")
-                }
-                _ => format!(
-                    "{returned} output rows {place} that bring this batch to {} of output",
-                    show_bytes(batch_bytes)
-                ),
-            };
-            bail!(limit.exceeded(limits, what));
-        }
-        outputs.push(returned).map_err(|problem| {
-            anyhow!(
-                "module '{}' returned rows that do not match its declared output schema in {function} for key {}: {problem}",
+    /// Checks a call's output — `handled` keys or timers, the i-th named by `label(i)` —
+    /// against the per-key and per-batch limits and the output schema, and keeps it.
+    fn collect(
+        &self,
+        returned: Output,
+        function: &str,
+        handled: usize,
+        label: &dyn Fn(usize) -> String,
+        outputs: &mut OutputRows,
+    ) -> Result<()> {
+        let total = returned.rows.num_rows;
+        let fits = returned.ends.len() == handled
+            && returned.ends.windows(2).all(|pair| pair[0] <= pair[1])
+            && returned.ends.last().is_none_or(|&last| last == total)
+            && (handled > 0 || total == 0);
+        if !fits {
+            bail!(
+                "module '{}' returned from {function} {total} rows with row ends {:?} for {handled} handled keys or \
+                 timers; it must return one end per key or timer, never decreasing, the last at the row count \
+                 (rebuild it with an eddy-guest SDK of this contract)",
                 self.module_name,
-                key_label(key)
+                returned.ends.iter().take(8).collect::<Vec<_>>()
+            );
+        }
+        let limits = &self.options.limits;
+        let (mut start, mut bytes_before) = (0u32, 0u64);
+        for (i, &end) in returned.ends.iter().enumerate() {
+            let (rows, bytes) = (u64::from(end - start), row_range_bytes(&returned.rows, start..end));
+            let batch_rows = outputs.num_rows() + u64::from(end);
+            let batch_bytes = outputs.num_bytes() + bytes_before + bytes;
+            let checks = [
+                (Limit::OutputRowsPerCall, rows),
+                (Limit::OutputBytesPerCall, bytes),
+                (Limit::OutputRowsPerBatch, batch_rows),
+                (Limit::OutputBytesPerBatch, batch_bytes),
+            ];
+            if let Some((limit, _)) = checks.into_iter().find(|(limit, used)| *used > limit.of(limits)) {
+                let returned = format!("module '{}' returned", self.module_name);
+                let place = format!("in {function} for key {}", label(i));
+                let what = match limit {
+                    Limit::OutputRowsPerCall => format!("{returned} {rows} output rows {place}"),
+                    Limit::OutputBytesPerCall => format!("{returned} {} of output rows {place}", show_bytes(bytes)),
+                    Limit::OutputRowsPerBatch => {
+                        format!("{returned} output rows {place} that bring this batch to {batch_rows} rows")
+                    }
+                    _ => format!(
+                        "{returned} output rows {place} that bring this batch to {} of output",
+                        show_bytes(batch_bytes)
+                    ),
+                };
+                bail!(limit.exceeded(limits, what));
+            }
+            (start, bytes_before) = (end, bytes_before + bytes);
+        }
+        outputs.push(returned.rows).map_err(|problem| {
+            // Every row of a call has the same columns: name the first key that returned some.
+            let place = returned.ends.iter().position(|&end| end > 0).map(|first| format!(" for key {}", label(first)));
+            let place = place.unwrap_or_default();
+            anyhow!(
+                "module '{}' returned rows that do not match its declared output schema in {function}{place}: {problem}",
+                self.module_name
             )
         })
     }

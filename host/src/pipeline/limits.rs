@@ -27,15 +27,17 @@ pub struct InstanceLimits {
     /// The largest single state value: a value, a whole list, or a map entry (its key
     /// and value).
     pub state_value_bytes: u64,
-    /// Output rows one call may return.
+    /// Output rows the handling of one key (or one timer) may return.
     pub output_rows_per_call: u64,
-    /// Output bytes one call may return (see [`crate::contract::rows::row_batch_bytes`]).
+    /// Output bytes the handling of one key (or one timer) may return (see
+    /// [`crate::contract::rows::row_range_bytes`]).
     pub output_bytes_per_call: u64,
     /// Output rows one shard's batch may collect.
     pub output_rows_per_batch: u64,
     /// Output bytes one shard's batch may collect.
     pub output_bytes_per_batch: u64,
-    /// Bytes of log messages one call may log (at any level, shown or not).
+    /// Bytes of log messages the handling of one key (or timer) may log (at any level,
+    /// shown or not).
     pub log_bytes_per_call: u64,
 }
 

@@ -107,7 +107,8 @@ fn a_range_scan_merges_the_transaction_s_changes_into_the_committed_entries() ->
     }
     store.commit(committed, 0)?;
     let mut txn = store.begin();
-    for (key, change) in [("k0", Some("new")), ("k3", Some("new")), ("k5", None), ("k4", Some("new")), ("k9", Some("new"))]
+    for (key, change) in
+        [("k0", Some("new")), ("k3", Some("new")), ("k5", None), ("k4", Some("new")), ("k9", Some("new"))]
     {
         match change {
             Some(value) => txn.put(Cf::Timers, key.as_bytes().to_vec(), value.as_bytes().to_vec()),
@@ -124,10 +125,7 @@ fn a_range_scan_merges_the_transaction_s_changes_into_the_committed_entries() ->
     let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
         list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     };
-    assert_eq!(
-        scan("k1", Some("k9"))?,
-        pairs(&[("k1", "old"), ("k3", "new"), ("k4", "new"), ("k7", "old")])
-    );
+    assert_eq!(scan("k1", Some("k9"))?, pairs(&[("k1", "old"), ("k3", "new"), ("k4", "new"), ("k7", "old")]));
     assert_eq!(
         scan("", None)?,
         pairs(&[("k0", "new"), ("k1", "old"), ("k3", "new"), ("k4", "new"), ("k7", "old"), ("k9", "new")])

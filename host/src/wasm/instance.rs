@@ -8,12 +8,12 @@ use wasmtime::Store;
 
 use super::bindings::Processor;
 use super::guest_error::{GuestError, GuestProblem, caused_by_guest, classify};
-use super::host::HostState;
+use super::host::{CallKey, CallTimer, HostState};
 use super::runtime::{EPOCH_TICK, Module};
 use super::sandbox::RandomScope;
-use crate::contract::{ExpiredTimer, InitContext, ProcessorSpec, RowBatch, Scalar, TimerValues};
+use crate::contract::{DueTimer, InitContext, KeyRows, Output, ProcessorSpec, RowBatch, Scalar, TimerValues};
 use crate::pipeline::InstanceLimits;
-use crate::state::{KeyScope, StateTxn, VariableDecl};
+use crate::state::{StateTxn, VariableDecl};
 
 /// One long-lived instance of a processor module.
 pub struct ProcessorInstance {
@@ -79,7 +79,7 @@ impl ProcessorInstance {
     /// Ends the batch and hands its state transaction back.
     pub fn finish_batch(&mut self) -> Option<StateTxn> {
         let scope = &mut self.store.data_mut().scope;
-        scope.key = None;
+        scope.set_call(Vec::new(), Vec::new());
         scope.txn.take()
     }
 
@@ -98,44 +98,54 @@ impl ProcessorInstance {
         self.store.data_mut().scope.txn.as_mut()
     }
 
-    /// Makes `key` (whose values are `values`) the key that state and timers act on.
-    pub fn set_key(&mut self, key: KeyScope, values: Vec<Scalar>) {
-        let scope = &mut self.store.data_mut().scope;
-        scope.key = Some(key);
-        scope.key_values = values;
+    /// The keys of the last call (what its output and errors are about).
+    pub fn call_keys(&self) -> &[CallKey] {
+        &self.store.data().scope.keys
     }
 
-    /// Calls `handle-input-rows` for the current key.
+    /// Calls `handle-input-rows` over `keys`, the i-th owning the next `counts[i]` rows
+    /// of `rows`.
     pub fn handle_input_rows(
         &mut self,
-        key: &[Scalar],
+        keys: Vec<CallKey>,
+        counts: &[u32],
         rows: &RowBatch,
         time: TimerValues,
-    ) -> Result<RowBatch, GuestError> {
-        self.call("handle-input-rows", |p, s| p.eddy_processor_handler().call_handle_input_rows(s, key, rows, time))
+    ) -> Result<Output, GuestError> {
+        let wire: Vec<KeyRows> =
+            keys.iter().zip(counts).map(|(key, &num_rows)| KeyRows { key: key.values.clone(), num_rows }).collect();
+        self.store.data_mut().scope.set_call(keys, Vec::new());
+        self.call("handle-input-rows", |p, s| p.eddy_processor_handler().call_handle_input_rows(s, &wire, rows, time))
     }
 
-    /// Calls `handle-expired-timer` for the current key.
-    pub fn handle_expired_timer(
+    /// Calls `handle-expired-timers` over `timers` (of `keys`); returns the output and
+    /// the timers, each marked with whether the processor took it and whether it fired.
+    pub fn handle_expired_timers(
         &mut self,
-        key: &[Scalar],
+        keys: Vec<CallKey>,
+        timers: Vec<CallTimer>,
         time: TimerValues,
-        timer: ExpiredTimer,
-    ) -> Result<RowBatch, GuestError> {
-        self.call("handle-expired-timer", |p, s| {
-            p.eddy_processor_handler().call_handle_expired_timer(s, key, time, timer)
-        })
+    ) -> Result<(Output, Vec<CallTimer>), GuestError> {
+        let wire_keys: Vec<Vec<Scalar>> = keys.iter().map(|key| key.values.clone()).collect();
+        let wire_timers: Vec<DueTimer> = timers
+            .iter()
+            .map(|timer| DueTimer { key_index: timer.key_index as u32, expiry_time: timer.expiry })
+            .collect();
+        self.store.data_mut().scope.set_call(keys, timers);
+        let output = self.call("handle-expired-timers", |p, s| {
+            p.eddy_processor_handler().call_handle_expired_timers(s, &wire_keys, &wire_timers, time)
+        })?;
+        Ok((output, std::mem::take(&mut self.store.data_mut().scope.timers)))
     }
 
-    /// Calls `handle-initial-state` for the current key.
-    pub fn handle_initial_state(
-        &mut self,
-        key: &[Scalar],
-        rows: &RowBatch,
-        time: TimerValues,
-    ) -> Result<(), GuestError> {
+    /// Calls `handle-initial-state` for `key`.
+    pub fn handle_initial_state(&mut self, key: CallKey, rows: &RowBatch, time: TimerValues) -> Result<(), GuestError> {
+        let values = key.values.clone();
+        let scope = &mut self.store.data_mut().scope;
+        scope.set_call(vec![key], Vec::new());
+        scope.current = Some(0);
         self.call("handle-initial-state", |p, s| {
-            p.eddy_processor_handler().call_handle_initial_state(s, key, rows, time)
+            p.eddy_processor_handler().call_handle_initial_state(s, &values, rows, time)
         })
     }
 
@@ -149,11 +159,10 @@ impl ProcessorInstance {
         function: &'static str,
         invoke: impl FnOnce(&Processor, &mut Store<HostState>) -> wasmtime::Result<Result<T, String>>,
     ) -> Result<T, GuestError> {
-        let keyed = self.store.data().scope.key.is_some();
         let error = |this: &Self, problem| GuestError {
             module: this.store.data().module.clone(),
             function,
-            key: keyed.then(|| crate::contract::rows::key_label(&this.store.data().scope.key_values)),
+            key: this.store.data().scope.key().map(|key| crate::contract::rows::key_label(&key.values)),
             problem,
         };
         if self.poisoned {

@@ -9,7 +9,7 @@
 //! - `sandbox.rs`: what WASI gives a guest (batch clock, seeded random, captured output);
 //! - `waits.rs`: sleeps and `wasi:io/poll` answered against the batch clock, never blocking;
 //! - `bindings.rs`: the `processor` world's bindings;
-//! - `host/`: one file per imported WIT interface (`state`, `timers`, `logging`).
+//! - `host/`: one file per imported WIT interface (`scope`, `state`, `timers`, `logging`).
 
 mod bindings;
 mod guest_error;
@@ -22,6 +22,7 @@ mod sandbox;
 mod waits;
 
 pub use guest_error::{GuestError, GuestProblem};
+pub use host::{CallKey, CallTimer};
 pub use imports::{Interfaces, check_imports, component_interfaces};
 pub use instance::ProcessorInstance;
 pub use runtime::{Module, WasmRuntime};

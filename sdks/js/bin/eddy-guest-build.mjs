@@ -82,11 +82,13 @@ function findTool(dirs, relative, what) {
 }
 
 function entryModule(app, engine) {
-  return `import { ValueState, ListState, MapState } from 'eddy:processor/state@0.1.0';
-import { registerTimer, deleteTimer, listTimers } from 'eddy:processor/timers@0.1.0';
-import { log } from 'eddy:processor/logging@0.1.0';
+  return `import { selectKey, takeTimer } from 'eddy:processor/scope@0.2.0';
+import { ValueState, ListState, MapState } from 'eddy:processor/state@0.2.0';
+import { registerTimer, deleteTimer, listTimers } from 'eddy:processor/timers@0.2.0';
+import { log } from 'eddy:processor/logging@0.2.0';
 import { installHost } from 'eddy-guest';
 installHost({
+  scope: { selectKey, takeTimer },
   state: { ValueState, ListState, MapState },
   timers: { registerTimer, deleteTimer, listTimers },
   logging: { log },

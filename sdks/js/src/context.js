@@ -33,7 +33,9 @@ export function ttlMicros(name, ttl) {
  * processor declares its state variables, output schema and time mode.
  */
 export class InitContext {
-  constructor({ inputSchema, keySchema, outputMode, config, eventTimeColumn, initialStateSchema }, store) {
+  constructor({ inputSchema, keySchema, outputMode, config, eventTimeColumn, initialStateSchema, queryInfo }, store) {
+    /** The query and run the processor is part of (Spark's `getQueryInfo`): `{id, runId}`; the batch id is in each handler's timer values. */
+    this.queryInfo = Object.freeze(queryInfo ?? { id: 'harness-query', runId: 'harness-run' });
     this.inputSchema = inputSchema;
     this.keySchema = keySchema;
     this.outputMode = outputMode;

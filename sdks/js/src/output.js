@@ -149,15 +149,22 @@ export class BatchBuilder {
 export class Output {
   constructor(schema) {
     this.builder = new BatchBuilder(schema);
+    this.start = 0; // where the current handler's rows start (one output serves a whole call)
+  }
+
+  /** Ends the current handler's rows; returns the end of the rows so far. */
+  endHandler() {
+    this.start = this.builder.length;
+    return this.start;
   }
 
   get schema() {
     return this.builder.schema;
   }
 
-  /** How many rows were appended. */
+  /** How many rows this handler appended. */
   get length() {
-    return this.builder.length;
+    return this.builder.length - this.start;
   }
 
   /** Appends a row of values in output-schema order. */

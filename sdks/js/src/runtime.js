@@ -13,7 +13,7 @@ import { batchIn, batchOut, in64, keyIn, out64, setInt64AsNumber } from './wide.
 let host;
 
 /**
- * Installs the WIT imports `{state, timers, logging}` (done by the generated entry
+ * Installs the WIT imports `{scope, state, timers, logging}` (done by the generated entry
  * module); `int64AsNumber` says that the engine passes s64 values as numbers (QuickJS).
  */
 export function installHost(imports) {
@@ -139,6 +139,40 @@ class HostBackend {
   timerList() {
     return Array.from(requireHost().timers.listTimers(), (at) => in64(at, 'timer'));
   }
+
+  /** Makes key `index` of the current call the current key. */
+  selectKey(index) {
+    requireHost().scope.selectKey(index);
+  }
+
+  /** Takes due timer `index` of the current call (which selects its key): whether it fires. */
+  takeTimer(index) {
+    return requireHost().scope.takeTimer(index);
+  }
+}
+
+/** Rows `start..end` of a WIT row batch (after `batchIn`), as a batch of their own. */
+function sliceBatch(batch, start, end) {
+  if (start === 0 && end === batch.numRows) return batch;
+  const columns = batch.columns.map(({ values: { tag, val }, validity }) => {
+    let sliced;
+    if (tag === 'utf8' || tag === 'binary') {
+      const base = val.offsets[start];
+      const offsets = Uint32Array.from(val.offsets.slice(start, end + 1), (o) => o - base);
+      sliced = { data: val.data.slice(base, val.offsets[end]), offsets };
+    } else {
+      sliced = val.slice(start, end);
+    }
+    let bits;
+    if (validity) {
+      bits = new Uint8Array(Math.ceil((end - start) / 8));
+      for (let row = start; row < end; row++) {
+        if ((validity[row >> 3] >> (row & 7)) & 1) bits[(row - start) >> 3] |= 1 << ((row - start) & 7);
+      }
+    }
+    return { values: { tag, val: sliced }, validity: bits };
+  });
+  return { numRows: end - start, columns };
 }
 
 /** A WIT `list<field>` as a Schema. */
@@ -167,6 +201,7 @@ export function specToWit(spec) {
 
 function timerValuesFromWit(tv) {
   return Object.freeze({
+    batchId: in64(tv.batchId, 'batch id'),
     processingTime: in64(tv.processingTime, 'processing time'),
     watermark: tv.watermark === undefined || tv.watermark === null ? undefined : in64(tv.watermark, 'watermark'),
   });
@@ -206,6 +241,7 @@ export function exportProcessor(Processor) {
             config: context.config,
             eventTimeColumn: context.eventTimeColumn,
             initialStateSchema: context.initialStateSchema && schemaFromWit(context.initialStateSchema, 'initial-state schema'),
+            queryInfo: { id: context.query.id, runId: context.query.runId },
           },
           store,
         );
@@ -214,22 +250,46 @@ export function exportProcessor(Processor) {
       });
     },
 
-    handleInputRows(key, rows, timerValues) {
+    // Each key of the call is selected before its rows are handled.
+    handleInputRows(keys, rows, timerValues) {
       return guarded(() => {
         const d = current();
-        const batch = rowsFromWit(batchIn(rows), d.inputSchema);
+        const all = batchIn(rows);
+        const held = keys.reduce((sum, k) => sum + Number(k.numRows), 0);
+        if (held !== all.numRows) throw new EddyError(`the host handed over ${all.numRows} rows for keys that hold ${held}`);
+        const tv = timerValuesFromWit(timerValues);
         const output = d.output();
-        d.handleInputRows(keyFromWit(keyIn(key)), batch, timerValuesFromWit(timerValues), output);
-        return batchOut(output.builder.toWit());
+        const ends = [];
+        let start = 0;
+        keys.forEach((keyRows, index) => {
+          const end = start + Number(keyRows.numRows);
+          d.store.backend.selectKey(index);
+          const batch = rowsFromWit(sliceBatch(all, start, end), d.inputSchema);
+          d.handleInputRows(keyFromWit(keyIn(keyRows.key)), batch, tv, output);
+          ends.push(output.endHandler());
+          start = end;
+        });
+        return { rows: batchOut(output.builder.toWit()), ends };
       });
     },
 
-    handleExpiredTimer(key, timerValues, timer) {
+    // Each due timer is taken (which selects its key) before it is handled; a timer an
+    // earlier handler of the call deleted is not handed over.
+    handleExpiredTimers(keys, timers, timerValues) {
       return guarded(() => {
         const d = current();
+        const callKeys = keys.map((key) => keyFromWit(keyIn(key)));
+        const tv = timerValuesFromWit(timerValues);
         const output = d.output();
-        d.handleExpiredTimer(keyFromWit(keyIn(key)), timerValuesFromWit(timerValues), { expiryTime: in64(timer.expiryTime, 'timer') }, output);
-        return batchOut(output.builder.toWit());
+        const ends = [];
+        timers.forEach((timer, index) => {
+          if (d.store.backend.takeTimer(index)) {
+            const key = callKeys[timer.keyIndex];
+            d.handleExpiredTimer(key, tv, { expiryTime: in64(timer.expiryTime, 'timer') }, output);
+          }
+          ends.push(output.endHandler());
+        });
+        return { rows: batchOut(output.builder.toWit()), ends };
       });
     },
 

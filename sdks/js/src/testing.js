@@ -65,7 +65,8 @@ export class Harness {
   /**
    * Runs the processor's init. Options: `inputSchema`, `keySchema` (DDL strings,
    * required), `outputMode` ("append"), `config` (object or JSON text), `processingTime`
-   * and `watermark` (bigint micros), `initialStateSchema`, `eventTimeColumn`.
+   * and `watermark` (bigint micros), `initialStateSchema`, `eventTimeColumn`, `queryInfo`
+   * (`{id, runId}`). Set `batchId` (a bigint, 0n at first) as the host's next batch would.
    */
   constructor(Processor, options) {
     const { inputSchema, keySchema, outputMode = 'append', config = '{}', processingTime = 0n, watermark } = options ?? {};
@@ -77,6 +78,8 @@ export class Harness {
     this.memory.now = this.processingTimeMicros;
     this.watermarkMicros = watermark === undefined ? undefined : micros(watermark, 'watermark');
     this.eventTimeColumn = options.eventTimeColumn;
+    /** The batch id handlers see in their timer values. */
+    this.batchId = 0n;
     this.keySchema = Schema.parse(keySchema);
     this.logs = [];
     const store = new Store(this.memory);
@@ -88,6 +91,7 @@ export class Harness {
         config: typeof config === 'string' ? config : JSON.stringify(config),
         eventTimeColumn: this.eventTimeColumn,
         initialStateSchema: options.initialStateSchema === undefined ? undefined : Schema.parse(options.initialStateSchema),
+        queryInfo: options.queryInfo,
       },
       store,
     );
@@ -122,7 +126,7 @@ export class Harness {
   }
 
   timerValues() {
-    return Object.freeze({ processingTime: this.processingTimeMicros, watermark: this.watermarkMicros });
+    return Object.freeze({ batchId: this.batchId, processingTime: this.processingTimeMicros, watermark: this.watermarkMicros });
   }
 
   /** The key of `parts` (an array, or one value) checked against the key schema. */

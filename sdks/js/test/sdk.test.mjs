@@ -156,6 +156,8 @@ test('the component glue converts WIT values and turns throws into error strings
       }
     };
   installHost({
+    // Key i of a call is stored as key-i: the calls below rely on that.
+    scope: { selectKey(index) { memory.key = new TextEncoder().encode(`key-${index}`); }, takeTimer: () => true },
     state: { ValueState: resource('value') },
     timers: { registerTimer: (at) => memory.timerRegister(at), deleteTimer() {}, listTimers: () => BigInt64Array.from(memory.timerList()) },
     logging: { log: (level, message) => logs.push([level, message]) },
@@ -187,6 +189,7 @@ test('the component glue converts WIT values and turns throws into error strings
     initialStateSchema: undefined,
     eventTimeColumn: undefined,
     config: '{}',
+    query: { id: 'query-1', runId: 'run-1' },
   });
   assert.deepEqual(spec.state, [{ name: 'total', kind: 'value', ttl: 3_600_000_000n }]);
   assert.equal(spec.timeMode, 'none');
@@ -194,12 +197,21 @@ test('the component glue converts WIT values and turns throws into error strings
     { values: { tag: 'utf8', val: { data: new Uint8Array([97, 97]), offsets: new Uint32Array([0, 1, 2]) } } },
     { values: { tag: 'int64', val: BigInt64Array.from([2n ** 60n, 5n]) } },
   ] };
-  const out = handler.handleInputRows([{ tag: 'utf8', val: 'a' }], rows, { processingTime: 1n, watermark: undefined });
+  const key = (user, numRows) => ({ key: [{ tag: 'utf8', val: user }], numRows });
+  const tv = { batchId: 3n, processingTime: 1n, watermark: undefined };
+  const { rows: out, ends } = handler.handleInputRows([key('a', 2)], rows, tv);
+  assert.deepEqual(ends, [1]);
   assert.deepEqual([...out.columns[1].values.val], [2n ** 60n + 5n]);
   assert.equal(out.columns[1].values.tag, 'int64');
+  // Two keys in one call: each is selected (the first is stored where 'a' was) and
+  // handed its own rows.
+  const two = handler.handleInputRows([key('b', 1), key('c', 1)], rows, tv);
+  assert.deepEqual(two.ends, [1, 2]);
+  assert.deepEqual([...two.rows.columns[1].values.val], [2n ** 61n + 5n, 5n]);
+  assert.deepEqual([...two.rows.columns[0].values.val.data], [98, 99]);
   let thrown;
   try {
-    handler.handleInputRows([{ tag: 'utf8', val: 'bad' }], rows, { processingTime: 1n });
+    handler.handleInputRows([key('bad', 2)], rows, tv);
   } catch (e) {
     thrown = e;
   }

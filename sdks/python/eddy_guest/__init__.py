@@ -14,7 +14,7 @@ microseconds since the Unix epoch (see :mod:`eddy_guest.times`).
 """
 
 from . import log, times
-from .context import InitContext
+from .context import InitContext, QueryInfo
 from .errors import EddyError
 from .key import Key
 from .output import Output
@@ -25,10 +25,10 @@ from .schema import DataType, Field, Schema
 from .state import ListState, MapState, ValueState
 from .timers import ExpiredTimer, Timers, TimerValues
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "Column", "DataType", "EddyError", "ExpiredTimer", "Field", "InitContext", "Key", "ListState",
-    "MapState", "Output", "Row", "Rows", "Schema", "StatefulProcessor", "TimerValues", "Timers",
+    "MapState", "Output", "QueryInfo", "Row", "Rows", "Schema", "StatefulProcessor", "TimerValues", "Timers",
     "ValueState", "export", "log", "times",
 ]  # fmt: skip

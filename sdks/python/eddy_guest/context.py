@@ -16,6 +16,16 @@ from .typed import check_type
 OUTPUT_MODES = ("append", "update", "complete")
 
 
+@dataclass(frozen=True)
+class QueryInfo:
+    """Which query and which run of it the processor is part of (Spark's `QueryInfo`)."""
+
+    #: The query's id: kept in the checkpoint, the same across restarts.
+    id: str
+    #: This run's id: new each time the query starts.
+    run_id: str
+
+
 @dataclass
 class StateDecl:
     """A declared state variable: name, kind (value, list or map) and TTL in µs."""
@@ -41,7 +51,8 @@ class InitContext:
     config, and where the processor declares state, output schema and time mode."""
 
     def __init__(self, input_schema: Schema, key_schema: Schema, output_mode: str, config_json: str,
-                 store: Store, event_time_column: Optional[str] = None) -> None:
+                 store: Store, event_time_column: Optional[str] = None,
+                 query_info: Optional[QueryInfo] = None) -> None:
         #: The schema of the rows handed to `handle_input_rows`.
         self.input_schema = input_schema
         #: The schema of the key (the grouping columns, in order).
@@ -52,6 +63,9 @@ class InitContext:
         self.event_time_column = event_time_column
         #: The operator's `config` table from the pipeline spec, as JSON text.
         self.config_json = config_json
+        #: The query and run the processor is part of (Spark's `getQueryInfo`); the
+        #: batch id is in each handler's `TimerValues`.
+        self.query_info = query_info or QueryInfo("harness-query", "harness-run")
         self._store = store
         self.spec = Spec()
 

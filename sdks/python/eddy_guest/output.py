@@ -129,13 +129,20 @@ class Output:
 
     def __init__(self, schema: Schema) -> None:
         self._builder = BatchBuilder(schema)
+        self._start = 0  # where the current handler's rows start (one output serves a call)
 
     @property
     def schema(self) -> Schema:
         return self._builder.schema
 
     def __len__(self) -> int:
-        return len(self._builder)
+        """How many rows this handler appended."""
+        return len(self._builder) - self._start
+
+    def _end_handler(self) -> int:
+        """Ends the current handler's rows; returns the end of the rows so far."""
+        self._start = len(self._builder)
+        return self._start
 
     def append_row(self, values: Sequence[Any]) -> None:
         """Appends a row of values in output-schema order."""

@@ -16,7 +16,7 @@ import sys
 from typing import Any, Optional
 
 from . import log
-from .context import InitContext
+from .context import InitContext, QueryInfo
 from .errors import EddyError, describe
 from .key import Key
 from .processor import Driver, StatefulProcessor
@@ -60,19 +60,38 @@ def _key(parts: list) -> Key:
     return Key(values, types)
 
 
-def _rows(batch: Any, schema: Schema) -> Rows:
+def _rows(batch: Any, schema: Schema, start: int = 0, end: Optional[int] = None) -> Rows:
+    """Rows `start..end` (all by default) of a WIT row batch."""
+    end = batch.num_rows if end is None else end
+    whole = start == 0 and end == batch.num_rows
     columns = []
     for field, column in zip(schema, batch.columns):
         data_type = DataType[type(column.values).__name__.split("_", 1)[1].upper()]
         value = column.values.value
+        validity = column.validity if whole or column.validity is None else _bits(column.validity, start, end)
         if data_type in (DataType.UTF8, DataType.BINARY):
             offsets = value.offsets
             if len(offsets) != batch.num_rows + 1 or (offsets and offsets[-1] > len(value.data)):
                 raise EddyError(f"column `{field.name}`: {len(offsets)} offsets for {batch.num_rows} rows")
-            columns.append(ColumnData(data_type, None, column.validity, varlen=(value.data, offsets)))
+            if not whole:
+                base = offsets[start]
+                value_data = value.data[base:offsets[end]]
+                offsets = [offset - base for offset in offsets[start:end + 1]]
+                columns.append(ColumnData(data_type, None, validity, varlen=(value_data, offsets)))
+                continue
+            columns.append(ColumnData(data_type, None, validity, varlen=(value.data, offsets)))
         else:
-            columns.append(ColumnData(data_type, value, column.validity))
-    return Rows(schema, batch.num_rows, columns)
+            columns.append(ColumnData(data_type, value if whole else value[start:end], validity))
+    return Rows(schema, end - start, columns)
+
+
+def _bits(validity: bytes, start: int, end: int) -> bytes:
+    """The validity bits of rows `start..end`, starting at bit 0."""
+    out = bytearray((end - start + 7) // 8)
+    for i, row in enumerate(range(start, end)):
+        if (validity[row >> 3] >> (row & 7)) & 1:
+            out[i >> 3] |= 1 << (i & 7)
+    return bytes(out)
 
 
 def _rows_to_wit(rows: Rows) -> Any:
@@ -97,7 +116,7 @@ def _rows_to_wit(rows: Rows) -> Any:
 
 
 def _timer_values(tv: Any) -> TimerValues:
-    return TimerValues(tv.processing_time, tv.watermark)
+    return TimerValues(tv.processing_time, tv.watermark, tv.batch_id)
 
 
 def _fail(error: BaseException) -> Any:
@@ -128,6 +147,7 @@ class _Handler:
                 context.config,
                 store,
                 context.event_time_column,
+                QueryInfo(context.query.id, context.query.run_id),
             )
             if context.initial_state_schema is not None:
                 ctx.set_initial_state_schema(_schema(context.initial_state_schema, "initial-state schema"))
@@ -136,23 +156,46 @@ class _Handler:
         except BaseException as e:
             raise _fail(e) from None
 
-    def handle_input_rows(self, key: Any, rows: Any, timer_values: Any) -> Any:
+    def handle_input_rows(self, keys: Any, rows: Any, timer_values: Any) -> Any:
+        from wit_world.imports import types as wit
+
         try:
             driver = _driver_or_fail()
-            batch = _rows(rows, driver.ctx.input_schema)
+            held = sum(k.num_rows for k in keys)
+            if held != rows.num_rows:
+                raise EddyError(f"the host handed over {rows.num_rows} rows for keys that hold {held}")
+            tv = _timer_values(timer_values)
             output = driver.output()
-            driver.keyed(driver.processor.handle_input_rows, _key(key), batch, _timer_values(timer_values), output)
-            return _rows_to_wit(output.finish())
+            ends = []
+            start = 0
+            for index, key_rows in enumerate(keys):
+                end = start + key_rows.num_rows
+                key = _key(key_rows.key)
+                driver.store.backend.select_key(index, key)
+                batch = _rows(rows, driver.ctx.input_schema, start, end)
+                driver.keyed(driver.processor.handle_input_rows, key, batch, tv, output)
+                ends.append(output._end_handler())
+                start = end
+            return wit.Output(_rows_to_wit(output.finish()), ends)
         except BaseException as e:
             raise _fail(e) from None
 
-    def handle_expired_timer(self, key: Any, timer_values: Any, timer: Any) -> Any:
+    def handle_expired_timers(self, keys: Any, timers: Any, timer_values: Any) -> Any:
+        from wit_world.imports import types as wit
+
         try:
             driver = _driver_or_fail()
+            tv = _timer_values(timer_values)
+            call_keys = [_key(key) for key in keys]
             output = driver.output()
-            expired = ExpiredTimer(timer.expiry_time)
-            driver.keyed(driver.processor.handle_expired_timer, _key(key), _timer_values(timer_values), expired, output)
-            return _rows_to_wit(output.finish())
+            ends = []
+            for index, timer in enumerate(timers):
+                key = call_keys[timer.key_index]
+                if driver.store.backend.take_timer_of_call(index, key, timer.expiry_time):
+                    expired = ExpiredTimer(timer.expiry_time)
+                    driver.keyed(driver.processor.handle_expired_timer, key, tv, expired, output)
+                ends.append(output._end_handler())
+            return wit.Output(_rows_to_wit(output.finish()), ends)
         except BaseException as e:
             raise _fail(e) from None
 
@@ -191,6 +234,7 @@ def export(processor_class: type) -> type:
         raise EddyError(f"export() takes a subclass of eddy_guest.StatefulProcessor, not {processor_class!r}")
     if IN_COMPONENT:
         import wit_world.imports.logging  # noqa: F401  (loaded now, into the snapshot)
+        import wit_world.imports.scope  # noqa: F401
         import wit_world.imports.state  # noqa: F401
         import wit_world.imports.timers  # noqa: F401
         import wit_world.imports.types  # noqa: F401

@@ -18,7 +18,7 @@ import json
 from typing import Any, Optional, Sequence, Union
 
 from . import cbor, log
-from .context import OUTPUT_MODES, InitContext
+from .context import OUTPUT_MODES, InitContext, QueryInfo
 from .errors import EddyError
 from .key import Key
 from .log import LogRecord
@@ -51,7 +51,7 @@ class Harness:
     def __init__(self, processor_class: type, input_schema: Union[str, Schema], key_schema: Union[str, Schema], *,
                  output_mode: str = "append", config: Union[None, str, dict] = None, processing_time: int = 0,
                  watermark: Optional[int] = None, initial_state_schema: Union[None, str, Schema] = None,
-                 event_time_column: Optional[str] = None) -> None:
+                 event_time_column: Optional[str] = None, query_info: Optional[QueryInfo] = None) -> None:
         if output_mode not in OUTPUT_MODES:
             raise EddyError(f"unknown output mode {output_mode!r}; use one of {', '.join(OUTPUT_MODES)}")
         config_json = config if isinstance(config, str) else json.dumps(config or {})
@@ -59,11 +59,15 @@ class Harness:
         self._memory.now = processing_time
         store = Store(self._memory)
         self._key_schema = Schema.of(key_schema)
-        ctx = InitContext(Schema.of(input_schema), self._key_schema, output_mode, config_json, store, event_time_column)
+        ctx = InitContext(Schema.of(input_schema), self._key_schema, output_mode, config_json, store, event_time_column,
+                          query_info)
         if initial_state_schema is not None:
             ctx.set_initial_state_schema(initial_state_schema)
         self.processing_time = processing_time
         self.watermark = watermark
+        #: The batch id handlers see in `TimerValues.batch_id`; set it as the host's next
+        #: batch would.
+        self.batch_id = 0
         self._event_time_column = event_time_column
         log.capture_start()
         try:
@@ -99,7 +103,7 @@ class Harness:
             self.logs.extend(log.capture_take())
 
     def _timer_values(self) -> TimerValues:
-        return TimerValues(self.processing_time, self.watermark)
+        return TimerValues(self.processing_time, self.watermark, self.batch_id)
 
     def feed(self, key: Any, rows: Sequence[Any]) -> Rows:
         """Calls `handle_input_rows` for `key` (a value or list of key parts) with `rows`

@@ -15,6 +15,9 @@ class TimerValues:
 
     processing_time: int
     watermark: Optional[int] = None
+    #: The micro-batch's id (0, 1, 2, … across restarts; a replayed batch has its first
+    #: run's id).
+    batch_id: int = 0
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,7 @@ def context(wit, config="{}"):
         input_schema=[field("user", wit.DataType.UTF8, True), field("v", wit.DataType.FLOAT64, True)],
         key_schema=[field("user", wit.DataType.UTF8, True)],
         output_mode=wit.OutputMode.UPDATE, initial_state_schema=None, event_time_column=None, config=config,
+        query=wit.QueryInfo("query-1", "run-1"),
     )
 
 
@@ -88,7 +89,9 @@ def test_rows_cross_the_boundary_in_columnar_form(wit, memory):
     users = wit.ColumnValues_Utf8(wit.VarLen(b"aaa", [0, 1, 2, 3]))
     values = wit.ColumnValues_Float64([4.0, 0.0, 7.5])
     batch = wit.RowBatch(3, [wit.Column(users, None), wit.Column(values, bytes([0b101]))])
-    out = handler.handle_input_rows([wit.Scalar_Utf8("a")], batch, wit.TimerValues(0, None))
+    out = handler.handle_input_rows([wit.KeyRows([wit.Scalar_Utf8("a")], 3)], batch, wit.TimerValues(0, 0, None))
+    assert out.ends == [1]
+    out = out.rows
     assert out.num_rows == 1
     assert out.columns[0] == wit.Column(wit.ColumnValues_Utf8(wit.VarLen(b"a", [0, 1])), None)
     assert out.columns[1] == wit.Column(wit.ColumnValues_Float64([11.5]), None)
@@ -96,7 +99,7 @@ def test_rows_cross_the_boundary_in_columnar_form(wit, memory):
     empty = wit.RowBatch(0, [wit.Column(wit.ColumnValues_Utf8(wit.VarLen(b"", [0])), None),
                              wit.Column(wit.ColumnValues_Float64([]), None)])
     memory.key = b"b"  # the host scopes state to the key; the test backend needs telling
-    out = handler.handle_input_rows([wit.Scalar_Utf8("b")], empty, wit.TimerValues(0, None))
+    out = handler.handle_input_rows([wit.KeyRows([wit.Scalar_Utf8("b")], 0)], empty, wit.TimerValues(0, 0, None)).rows
     assert out.columns[2] == wit.Column(wit.ColumnValues_Utf8(wit.VarLen(b"", [0, 0])), bytes([0])), "one null row"
 
 
@@ -108,7 +111,7 @@ def test_exceptions_become_the_handlers_error_with_type_and_traceback(wit, memor
     batch = wit.RowBatch(0, [wit.Column(wit.ColumnValues_Utf8(wit.VarLen(b"", [0])), None),
                              wit.Column(wit.ColumnValues_Float64([]), None)])
     with pytest.raises(Err) as failure:
-        handler.handle_input_rows([wit.Scalar_Utf8("crash")], batch, wit.TimerValues(0, None))
+        handler.handle_input_rows([wit.KeyRows([wit.Scalar_Utf8("crash")], 0)], batch, wit.TimerValues(0, 0, None))
     message = failure.value.value
     assert message.startswith("KeyError: 'no such thing'\nTraceback (most recent call last):")
     assert 'raise KeyError("no such thing")' in message and len(message) < 3300
@@ -119,8 +122,51 @@ def test_exceptions_become_the_handlers_error_with_type_and_traceback(wit, memor
     assert "invalid processor config {not json" in failure.value.value
 
     with pytest.raises(Err) as failure:
-        handler.handle_input_rows([wit.Scalar_Utf8("a")], wit.RowBatch(1, []), wit.TimerValues(0, None))
+        handler.handle_input_rows([wit.KeyRows([wit.Scalar_Utf8("a")], 1)], wit.RowBatch(1, []), wit.TimerValues(0, 0, None))
     assert "batch has 0 columns but its schema (user STRING, v DOUBLE) has 2" in failure.value.value
+
+
+class Windows(StatefulProcessor):
+    """Per key: counts its rows, registers a timer per row's `v`, and on a timer deletes
+    the key's next timer (so that one is skipped) and outputs what it saw."""
+
+    def init(self, ctx):
+        ctx.set_output_schema("user STRING NOT NULL, seen BIGINT, info STRING")
+        ctx.set_time_mode("event-time")
+        self.info = f"{ctx.query_info.id}/{ctx.query_info.run_id}"
+        self.timers = ctx.timers()
+
+    def handle_input_rows(self, key, rows, timer_values, output):
+        assert len(output) == 0, "each key starts with no rows of its own"
+        values = [int(v) for v in rows.column("v") if v is not None]
+        for v in values:
+            self.timers.register(v)
+        output.row(user=key.str(0), seen=len(values), info=f"{self.info}@{timer_values.batch_id}")
+
+    def handle_expired_timer(self, key, timer_values, timer, output):
+        self.timers.delete(timer.expiry_time + 1)
+        output.row(user=key.str(0), seen=timer.expiry_time, info=None)
+
+
+def test_one_call_handles_several_keys_and_their_timers(wit, memory):
+    handler = export(Windows)()
+    handler.init(context(wit))
+    users = wit.ColumnValues_Utf8(wit.VarLen(b"aabbb", [0, 1, 2, 3, 4, 5]))
+    values = wit.ColumnValues_Float64([10.0, 11.0, 20.0, 0.0, 22.0])
+    batch = wit.RowBatch(5, [wit.Column(users, None), wit.Column(values, bytes([0b10111]))])
+    keys = [wit.KeyRows([wit.Scalar_Utf8("a")], 2), wit.KeyRows([wit.Scalar_Utf8("b")], 3)]
+    out = handler.handle_input_rows(keys, batch, wit.TimerValues(7, 0, None))
+    assert out.ends == [1, 2]
+    assert out.rows.columns[1] == wit.Column(wit.ColumnValues_Int64([2, 2]), None), "b's null row is not a value"
+    assert out.rows.columns[2].values.value.data == b"query-1/run-1@7query-1/run-1@7"
+    assert memory.timers == {repr(["a"]).encode(): [10, 11], repr(["b"]).encode(): [20, 22]}
+
+    due = [wit.DueTimer(0, 10), wit.DueTimer(1, 20), wit.DueTimer(0, 11), wit.DueTimer(1, 22)]
+    out = handler.handle_expired_timers([[wit.Scalar_Utf8("a")], [wit.Scalar_Utf8("b")]], due,
+                                        wit.TimerValues(8, 0, 30))
+    assert out.ends == [1, 2, 2, 3], "a's 11 was deleted by the handler of its 10, so it does not fire"
+    assert out.rows.columns[1] == wit.Column(wit.ColumnValues_Int64([10, 20, 22]), None)
+    assert memory.timers == {repr(["a"]).encode(): [], repr(["b"]).encode(): []}
 
 
 def test_export_checks_its_argument():

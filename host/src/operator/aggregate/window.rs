@@ -150,7 +150,9 @@ impl WindowStage {
         let committed = store.committed_batch()?;
         match self.open.take() {
             Some(shards) if shards.iter().all(|open| open.is_current(committed)) => Ok(shards),
-            _ => self.shards.iter().map(|range| OpenWindows::load(store, self.operator_id, range.clone(), now)).collect(),
+            _ => {
+                self.shards.iter().map(|range| OpenWindows::load(store, self.operator_id, range.clone(), now)).collect()
+            }
         }
     }
 

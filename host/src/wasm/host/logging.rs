@@ -17,7 +17,7 @@ impl logging::Host for HostState {
             logging::Level::Warn => Level::Warn,
             logging::Level::Error => Level::Error,
         };
-        crate::log::guest(&self.module, &key_label(&self.scope.key_values), level, &message);
+        crate::log::guest(&self.module, &key_label(self.scope.key_values()), level, &message);
         Ok(())
     }
 }

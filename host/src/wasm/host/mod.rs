@@ -3,6 +3,7 @@
 //!
 //! | WIT interface (`wit/processor.wit`) | file |
 //! |---|---|
+//! | `eddy:processor/scope` (which key of a call is current) | [`scope`] |
 //! | `eddy:processor/state` (value-, list-, map-state) | [`state`] |
 //! | `eddy:processor/timers` | [`timers`] |
 //! | `eddy:processor/logging` | [`logging`] |
@@ -14,6 +15,7 @@
 //! the key.
 
 mod logging;
+mod scope;
 mod state;
 mod timers;
 
@@ -23,7 +25,7 @@ use std::sync::Arc;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::contract::TimeMode;
+use crate::contract::{Scalar, TimeMode};
 use crate::pipeline::{InstanceLimits, Limit, show_bytes};
 use crate::state::{KeyScope, StateKind, StateTxn, VariableDecl};
 use crate::wasm::sandbox::{BatchClock, GuestOutput, MemoryCap};
@@ -35,8 +37,29 @@ pub struct ListStateHandle(pub(super) Arc<VariableDecl>);
 /// An open `map-state` handle.
 pub struct MapStateHandle(pub(super) Arc<VariableDecl>);
 
+/// One key of a handler call: its state scope and its values (for logs and errors).
+pub struct CallKey {
+    /// Where the key's state and timers are.
+    pub scope: KeyScope,
+    /// The key's values.
+    pub values: Vec<Scalar>,
+}
+
+/// A due timer of a `handle-expired-timers` call.
+#[derive(Clone, Copy, Debug)]
+pub struct CallTimer {
+    /// Its key: an index into the call's keys.
+    pub key_index: usize,
+    /// Its expiry time.
+    pub expiry: i64,
+    /// Whether the processor took it (`take-timer` answered true: it fired).
+    pub fired: bool,
+    /// Whether the processor asked for it (`take-timer` was called).
+    pub taken: bool,
+}
+
 /// What the current call may touch: the declared variables, the batch's state
-/// transaction and the current key.
+/// transaction, the call's keys and timers, and which key is current.
 #[derive(Default)]
 pub struct CallScope {
     /// The variables declared by `init` (None until `init` returned).
@@ -45,10 +68,12 @@ pub struct CallScope {
     pub time_mode: Option<TimeMode>,
     /// The batch's state changes (None outside a batch).
     pub txn: Option<StateTxn>,
-    /// The key of the current call (None outside a keyed call).
-    pub key: Option<KeyScope>,
-    /// The key's values, for logs and errors.
-    pub key_values: Vec<crate::contract::Scalar>,
+    /// The keys of the current call (empty outside a keyed call).
+    pub keys: Vec<CallKey>,
+    /// The due timers of the current `handle-expired-timers` call.
+    pub timers: Vec<CallTimer>,
+    /// Which of `keys` state and timers act on (None until the processor selects one).
+    pub current: Option<usize>,
     /// Timers registered in the current batch.
     pub timers_registered: u64,
     /// What the processor has used of its limits in this batch and call.
@@ -59,8 +84,33 @@ impl CallScope {
     /// Starts a batch with its state transaction: no key yet, nothing used.
     pub fn start_batch(&mut self, txn: StateTxn) {
         self.txn = Some(txn);
-        self.key = None;
+        self.set_call(Vec::new(), Vec::new());
         self.usage = Usage::default();
+    }
+
+    /// Starts a call over `keys` (and, for `handle-expired-timers`, `timers`); no key
+    /// is current until the processor selects one.
+    pub fn set_call(&mut self, keys: Vec<CallKey>, timers: Vec<CallTimer>) {
+        self.keys = keys;
+        self.timers = timers;
+        self.current = None;
+    }
+
+    /// The current key, if the processor selected one.
+    pub fn key(&self) -> Option<&CallKey> {
+        self.current.and_then(|index| self.keys.get(index))
+    }
+
+    /// The current key's values (empty when none is current), for logs and errors.
+    pub fn key_values(&self) -> &[Scalar] {
+        self.key().map_or(&[], |key| &key.values)
+    }
+
+    /// The current key's scope, the batch's transaction and the usage, borrowed
+    /// together.
+    pub fn key_and_txn(&mut self) -> (Option<&KeyScope>, Option<&mut StateTxn>, &mut Usage) {
+        let key = self.current.and_then(|index| self.keys.get(index)).map(|key| &key.scope);
+        (key, self.txn.as_mut(), &mut self.usage)
     }
 }
 
@@ -171,7 +221,7 @@ impl HostState {
         }
     }
 
-    /// Starts a call: nothing logged in it yet.
+    /// Starts a call, or a key within one: nothing logged in it yet.
     pub fn start_call(&mut self) {
         self.scope.usage.log_bytes = 0;
     }

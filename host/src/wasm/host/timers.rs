@@ -1,21 +1,22 @@
 //! `eddy:processor/timers`: the current key's timers, in the declared time mode's domain.
 //! Registrations and deletions are held to `operator.max-timers-per-batch`.
 
-use super::{HostState, trap};
+use super::{HostState, Usage, trap};
 use crate::contract::TimeMode;
 use crate::state::{Cf, KeyScope, StateTxn};
 use crate::wasm::bindings::eddy::processor::timers;
 
 impl HostState {
-    fn timer_scope(&mut self, what: &str) -> wasmtime::Result<(&KeyScope, &mut StateTxn)> {
+    /// The current key, the batch's transaction and the usage, when timers may be used.
+    pub(super) fn timer_scope(&mut self, what: &str) -> wasmtime::Result<(&KeyScope, &mut StateTxn, &mut Usage)> {
         match self.scope.time_mode {
             Some(TimeMode::ProcessingTime | TimeMode::EventTime) => {}
             _ => wasmtime::bail!(
                 "{what} needs time mode processing-time or event-time, but the processor declared time mode none"
             ),
         }
-        match (self.scope.key.as_ref(), self.scope.txn.as_mut()) {
-            (Some(key), Some(txn)) => Ok((key, txn)),
+        match self.scope.key_and_txn() {
+            (Some(key), Some(txn), usage) => Ok((key, txn, usage)),
             _ => wasmtime::bail!("{what} was called outside a keyed call; timers belong to the current key"),
         }
     }
@@ -23,22 +24,25 @@ impl HostState {
 
 impl timers::Host for HostState {
     fn register_timer(&mut self, expiry_time: i64) -> wasmtime::Result<()> {
-        let (key, txn) = self.timer_scope("register-timer")?;
+        let limits = self.limits;
+        let (key, txn, usage) = self.timer_scope("register-timer")?;
         let before = txn.changes(Cf::Timers);
         key.timer_register(txn, expiry_time);
         let after = txn.changes(Cf::Timers);
+        usage.charge_timers(&limits, before, after).map_err(trap)?;
         self.scope.timers_registered += 1;
-        self.scope.usage.charge_timers(&self.limits, before, after).map_err(trap)
+        Ok(())
     }
     fn delete_timer(&mut self, expiry_time: i64) -> wasmtime::Result<()> {
-        let (key, txn) = self.timer_scope("delete-timer")?;
+        let limits = self.limits;
+        let (key, txn, usage) = self.timer_scope("delete-timer")?;
         let before = txn.changes(Cf::Timers);
         key.timer_delete(txn, expiry_time);
         let after = txn.changes(Cf::Timers);
-        self.scope.usage.charge_timers(&self.limits, before, after).map_err(trap)
+        usage.charge_timers(&limits, before, after).map_err(trap)
     }
     fn list_timers(&mut self) -> wasmtime::Result<Vec<i64>> {
-        let (key, txn) = self.timer_scope("list-timers")?;
+        let (key, txn, _) = self.timer_scope("list-timers")?;
         key.timer_list(txn).map_err(trap)
     }
 }

@@ -51,9 +51,12 @@
 //! | `sandbox.random`  | —         | a JSON number: a `u64` from WASI random          |
 //! | `sandbox.env`     | —         | `[env var count, arg count]`                    |
 //! | `sandbox.fs`      | v         | whether reading file v (default `/etc/passwd`) succeeded: `true` / `false` |
+//! | `query.info`      | —         | `["query id","run id"]` as `init` was told      |
+//! | `batch.id`        | —         | the batch id of the call's timer values         |
 //!
 //! A timer that fires outputs `op = "timer.fired"`, `result` = its expiry (a JSON
-//! number). Initial-state rows are commands in the same schema; their output is
+//! number). A timer whose expiry ends in 1 (`expiry % 10 == 1`) also deletes the key's
+//! timer at `expiry + 1` and registers one at `expiry + 2` when it fires. Initial-state rows are commands in the same schema; their output is
 //! dropped. Bad commands (unknown op, missing field, undeclared name) fail the call.
 
 use std::collections::HashMap;
@@ -92,6 +95,10 @@ struct Scripted {
     lists: HashMap<String, ListState<String>>,
     maps: HashMap<String, MapState<String, String>>,
     timers: Timers,
+    /// The query and run ids `init` was told.
+    query: [String; 2],
+    /// The batch id of the current call.
+    batch_id: u64,
 }
 
 /// A row's fields.
@@ -190,6 +197,8 @@ impl Scripted {
             "timer.register" => self.timers.register(cmd.micros()?).and_then(|_| null()),
             "timer.delete" => self.timers.delete(cmd.micros()?).and_then(|_| null()),
             "timer.list" => json(self.timers.list()?),
+            "query.info" => json(&self.query),
+            "batch.id" => json(self.batch_id),
             "timer.register-many" => {
                 let count: i64 = cmd.v()?.parse().map_err(|_| Error::msg("timer.register-many: v is a count"))?;
                 for i in 0..count {
@@ -351,8 +360,15 @@ impl StatefulProcessor for Scripted {
         let schema = Schema::parse("op STRING, name STRING, k STRING, v STRING")?;
         ctx.set_initial_state_schema(schema);
         ctx.set_output_schema(Schema::parse("op STRING, result STRING")?);
-        let mut scripted =
-            Scripted { values: HashMap::new(), lists: HashMap::new(), maps: HashMap::new(), timers: ctx.timers() };
+        let query = [ctx.query_info().id.clone(), ctx.query_info().run_id.clone()];
+        let mut scripted = Scripted {
+            values: HashMap::new(),
+            lists: HashMap::new(),
+            maps: HashMap::new(),
+            timers: ctx.timers(),
+            query,
+            batch_id: 0,
+        };
         for decl in config.state {
             let ttl = decl.ttl_ms.map_or(Ttl::NONE, |ms| Ttl::after(Duration::from_millis(ms)));
             match decl.kind.as_str() {
@@ -365,7 +381,8 @@ impl StatefulProcessor for Scripted {
         Ok(scripted)
     }
 
-    fn handle_input_rows(&mut self, _: &Key, rows: &Rows, _: &TimerValues, output: &mut Output) -> Result<()> {
+    fn handle_input_rows(&mut self, _: &Key, rows: &Rows, tv: &TimerValues, output: &mut Output) -> Result<()> {
+        self.batch_id = tv.batch_id;
         self.run_rows(rows, Some(output))
     }
 
@@ -376,6 +393,10 @@ impl StatefulProcessor for Scripted {
         timer: &ExpiredTimer,
         output: &mut Output,
     ) -> Result<()> {
+        if timer.expiry_time % 10 == 1 {
+            self.timers.delete(timer.expiry_time + 1)?;
+            self.timers.register(timer.expiry_time + 2)?;
+        }
         output.append_row(&row!["timer.fired", timer.expiry_time.to_string().as_str()])
     }
 

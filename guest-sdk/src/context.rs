@@ -36,6 +36,7 @@ pub(crate) struct Spec {
     pub(crate) time_mode: TimeMode,
     pub(crate) accepts_late_rows: bool,
     pub(crate) initial_state_schema: Option<Rc<Schema>>,
+    pub(crate) deleted_state: Vec<String>,
 }
 
 /// Which query and which run of it the processor is part of (Spark's `QueryInfo`),
@@ -77,6 +78,7 @@ impl InitContext {
             time_mode: TimeMode::None,
             accepts_late_rows: false,
             initial_state_schema: None,
+            deleted_state: Vec::new(),
         };
         InitContext { input_schema, key_schema, output_mode, config, event_time_column: None, query, store, spec }
     }
@@ -130,6 +132,16 @@ impl InitContext {
     /// window only drops a row once the watermark has passed the window's end.
     pub fn set_accepts_late_rows(&mut self, accepts: bool) {
         self.spec.accepts_late_rows = accepts;
+    }
+
+    /// Deletes the data of state variable `name`, which an earlier version of this
+    /// processor declared and this one no longer does (Spark's `deleteIfExists`): the
+    /// host deletes it with the next batch, instead of refusing the checkpoint. A name
+    /// the checkpoint does not hold is ignored; do not also declare it.
+    pub fn delete_if_exists(&mut self, name: &str) {
+        if !self.spec.deleted_state.iter().any(|deleted| deleted == name) {
+            self.spec.deleted_state.push(name.to_string());
+        }
     }
 
     /// The config deserialized into `T`; use `#[serde(default)]` for optional fields.

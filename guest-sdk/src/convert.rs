@@ -79,6 +79,7 @@ pub(crate) fn spec_to_wit(spec: &Spec) -> wit::ProcessorSpec {
             TimeMode::ProcessingTime => wit::TimeMode::ProcessingTime,
             TimeMode::EventTime => wit::TimeMode::EventTime,
         },
+        deleted_state: spec.deleted_state.clone(),
         accepts_late_rows: spec.accepts_late_rows,
     }
 }
@@ -232,8 +233,10 @@ mod tests {
             time_mode: TimeMode::EventTime,
             accepts_late_rows: true,
             initial_state_schema: None,
+            deleted_state: vec!["old".into()],
         };
         let wire = spec_to_wit(&spec);
+        assert_eq!(wire.deleted_state, vec!["old".to_string()]);
         assert_eq!(wire.state[0].ttl, Some(5));
         assert!(matches!(wire.state[0].kind, wit::StateKind::Map));
         assert!(matches!(wire.time_mode, wit::TimeMode::EventTime));

@@ -121,6 +121,7 @@ export interface ProcessorSpec {
   outputSchema: Schema;
   timeMode: TimeMode;
   acceptsLateRows: boolean;
+  deletedState: string[];
   initialStateSchema: Schema | undefined;
 }
 
@@ -150,6 +151,8 @@ export class InitContext {
   setOutputSchema(schema: string | Schema): void;
   setTimeMode(mode: TimeMode): void;
   setAcceptsLateRows(accepts: boolean): void;
+  /** Deletes the data of a state variable an earlier version declared (Spark's `deleteIfExists`). */
+  deleteIfExists(name: string): void;
   setInitialStateSchema(schema: string | Schema): void;
 }
 

@@ -69,7 +69,11 @@ fn incompatible_changes_are_refused_and_compatible_ones_accepted() {
         &scripted_spec(dir.path(), "key", 8, "{ name = \"v\", kind = \"value\", ttl_ms = 5000 }"),
         "state variable 'v' changed TTL from none to 5000 ms",
     );
-    expect_refusal(&scripted_spec(dir.path(), "key", 8, ""), "state variable 'v' (value) is no longer declared");
+    expect_refusal(
+        &scripted_spec(dir.path(), "key", 8, ""),
+        "state variable 'v' (value) is no longer declared (to drop its data, delete it in init, like Spark's \
+         deleteIfExists: ctx.delete_if_exists(\"v\"))",
+    );
     // A refused restart changed nothing in the checkpoint.
     let metadata = std::fs::read_to_string(checkpoint.join("metadata")).expect("metadata");
     assert!(metadata.contains("\"keyGroups\": 8"), "{metadata}");
@@ -181,4 +185,64 @@ fn a_new_module_whose_first_batch_fails_can_be_reverted() {
     assert!(reverted.status.success(), "{}", String::from_utf8_lossy(&reverted.stderr));
     assert!(dir.path().join("out/part-00001.jsonl").exists(), "batch 1 ran with v1");
     assert_eq!(schema_file(), v1_schema);
+}
+
+/// Spark's `deleteIfExists`: a version that deletes a variable an earlier one declared
+/// runs on the checkpoint, its first batch deletes that variable's data for every key
+/// (the other variables keep theirs), and declaring the name again later starts empty.
+#[test]
+fn a_deleted_variable_loses_its_data_and_nothing_else() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let checkpoint = dir.path().join("checkpoint");
+    let value = "{ name = \"v\", kind = \"value\" }";
+    let map = "{ name = \"m\", kind = \"map\" }";
+    let lines: String = ["a", "b", "c"]
+        .iter()
+        .map(|key| {
+            format!(
+                "{{\"key\":\"{key}\",\"op\":\"value.set\",\"name\":\"v\",\"v\":\"x\"}}\n\
+                 {{\"key\":\"{key}\",\"op\":\"map.put\",\"name\":\"m\",\"k\":\"k1\",\"v\":\"1\"}}\n"
+            )
+        })
+        .collect();
+    let run = |state: &str, deleted: &str, commands: &str, file: &str| {
+        let spec = scripted_spec(dir.path(), "key", 8, state);
+        let text = std::fs::read_to_string(&spec).expect("spec");
+        std::fs::write(&spec, text.replace("state = [", &format!("deleted = [{deleted}]\nstate = ["))).expect("spec");
+        std::fs::write(dir.path().join(format!("input/{file}.jsonl")), commands).expect("file");
+        let output = eddy_run(&spec, &checkpoint);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    };
+    run(&format!("{value}, {map}"), "", &lines, "1");
+    let both = scripted_spec(dir.path(), "key", 8, &format!("{value}, {map}"));
+    let text = std::fs::read_to_string(&both).expect("spec").replace("state = [", "deleted = [\"m\"]\nstate = [");
+    std::fs::write(&both, text).expect("spec");
+    assert!(
+        refusal(&eddy_run(&both, &checkpoint)).contains(
+            "module 'scripted.wasm' declared state variable 'm' and also deleted it (delete_if_exists); \
+             declare it or delete it, not both"
+        ),
+        "a variable is declared or deleted"
+    );
+
+    // The next version declares only v and deletes m.
+    let read = "{\"key\":\"a\",\"op\":\"value.get\",\"name\":\"v\"}\n";
+    run(value, "\"m\", \"never-declared\"", read, "2");
+    let part = std::fs::read_to_string(dir.path().join("out/part-00001.jsonl")).expect("part");
+    assert_eq!(part, "{\"op\":\"value.get\",\"result\":\"\\\"x\\\"\"}\n", "v keeps its data");
+    let schema: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(checkpoint.join("state/_schema")).expect("_schema")).expect("json");
+    assert_eq!(
+        schema["operators"]["0"]["variables"],
+        serde_json::json!([{"name": "v", "kind": "value", "ttl_us": null}])
+    );
+
+    // Declared again, m starts empty for every key.
+    let gets: String = ["a", "b", "c"]
+        .iter()
+        .map(|key| format!("{{\"key\":\"{key}\",\"op\":\"map.get\",\"name\":\"m\",\"k\":\"k1\"}}\n"))
+        .collect();
+    run(&format!("{value}, {map}"), "", &gets, "3");
+    let part = std::fs::read_to_string(dir.path().join("out/part-00002.jsonl")).expect("part");
+    assert_eq!(part, "{\"op\":\"map.get\",\"result\":\"null\"}\n".repeat(3), "m's data was deleted");
 }

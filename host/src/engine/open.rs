@@ -109,8 +109,12 @@ fn open_stages(
             StageKind::Processor(processor) => {
                 let opened = open_processor(pipeline, spec, processor, &input, store, module_cache.clone(), run);
                 // A lone processor's errors are about the processor; in a chain, name the stage.
-                let (operator, schema) = if pipeline.stages.len() > 1 { opened.with_context(place)? } else { opened? };
-                (Box::new(operator), Some(schema))
+                let (mut operator, schema) =
+                    if pipeline.stages.len() > 1 { opened.with_context(place)? } else { opened? };
+                let deleted = operator.deleted_state();
+                let delete = check_schema(store, spec.operator_id, schema, &deleted, checkpoint, schemas_to_record)?;
+                operator.delete_state_with_next_batch(delete);
+                (Box::new(operator), None)
             }
             StageKind::Sql(query) => {
                 (Box::new(SqlStage::open(&spec.name, query, &input, &pipeline.tables).with_context(place)?), None)
@@ -147,17 +151,33 @@ fn open_stages(
             }
         };
         if let Some(state_schema) = state_schema {
-            if crate::state::check(store, spec.operator_id, &state_schema, checkpoint)? {
-                schemas_to_record.push((spec.operator_id, state_schema));
-            } else {
-                // The store has it; the readable copy may lack it if a crash came between the two.
-                crate::state::write_schema_file(checkpoint, spec.operator_id, &state_schema)?;
-            }
+            check_schema(store, spec.operator_id, state_schema, &[], checkpoint, schemas_to_record)?;
         }
         input = stage.output_schema().clone();
         stages.push(stage);
     }
     Ok(stages)
+}
+
+/// Checks a stateful stage's state schema against the store (see
+/// [`crate::state::check`]); returns the stored variables whose data the next batch
+/// deletes.
+fn check_schema(
+    store: &StateStore,
+    operator: u16,
+    schema: OperatorStateSchema,
+    deleted: &[String],
+    checkpoint: &CheckpointDir,
+    schemas_to_record: &mut Vec<(u16, OperatorStateSchema)>,
+) -> Result<Vec<String>> {
+    let found = crate::state::check(store, operator, &schema, deleted, checkpoint)?;
+    if found.record {
+        schemas_to_record.push((operator, schema));
+    } else {
+        // The store has it; the readable copy may lack it if a crash came between the two.
+        crate::state::write_schema_file(checkpoint, operator, &schema)?;
+    }
+    Ok(found.delete)
 }
 
 /// Loads a processor stage's module and opens its shards on rows of `input`; returns

@@ -79,6 +79,24 @@ impl ShardedOperator {
         self.first().state_variables()
     }
 
+    /// The state variables the processor deletes (Spark's `deleteIfExists`).
+    pub fn deleted_state(&self) -> Vec<String> {
+        self.first().deleted_state()
+    }
+
+    /// Deletes the data of the stored variables `names` with the next batch.
+    pub fn delete_state_with_next_batch(&mut self, names: Vec<String>) {
+        if !names.is_empty() {
+            let quoted: Vec<String> = names.iter().map(|name| format!("'{name}'")).collect();
+            crate::log::info(&format!(
+                "operator {}: the next batch deletes the state of {} (deleted in init, no longer declared)",
+                self.operator_id,
+                quoted.join(", ")
+            ));
+        }
+        self.shards.iter_mut().for_each(|shard| shard.delete_state_with_next_batch(names.clone()));
+    }
+
     /// The processor's time mode.
     pub fn time_mode(&self) -> TimeMode {
         self.first().time_mode()

@@ -18,7 +18,7 @@ use super::top_keys::TopKeysCollector;
 use crate::contract::rows::{OutputRows, arrow_type, contract_type, gather, key_label, row_range_bytes};
 use crate::contract::{Field, InitContext, Output, OutputMode, ProcessorSpec, QueryInfo, TimeMode, TimerValues};
 use crate::pipeline::{InstanceLimits, Limit, show_bytes};
-use crate::state::{KeyScope, StateKind, StateTxn, Timers, VariableDecl, evict_expired, key};
+use crate::state::{Cf, KeyScope, StateKind, StateTxn, Timers, VariableDecl, evict_expired, key, layout};
 use crate::wasm::{CallKey, CallTimer, Module, ProcessorInstance, RandomScope};
 
 /// How many keys' value and list state is read ahead in one batched lookup.
@@ -100,6 +100,8 @@ pub struct WasmOperator {
     output_schema: SchemaRef,
     /// This batch's call measurements.
     calls: CallStats,
+    /// Stored variables whose data the next batch deletes.
+    deleting: Vec<String>,
 }
 
 impl WasmOperator {
@@ -142,6 +144,7 @@ impl WasmOperator {
             spec,
             output_schema,
             calls: CallStats::default(),
+            deleting: Vec::new(),
         })
     }
 
@@ -153,6 +156,17 @@ impl WasmOperator {
     /// The state variables the processor declared.
     pub fn state_variables(&self) -> Vec<VariableDecl> {
         self.spec.state.iter().map(VariableDecl::from).collect()
+    }
+
+    /// The state variables the processor deletes (Spark's `deleteIfExists`).
+    pub fn deleted_state(&self) -> Vec<String> {
+        self.spec.deleted_state.clone()
+    }
+
+    /// Deletes the data of the stored variables `names` (in this instance's key groups)
+    /// with the next batch.
+    pub fn delete_state_with_next_batch(&mut self, names: Vec<String>) {
+        self.deleting = names;
     }
 
     /// The processor's time mode.
@@ -190,16 +204,17 @@ impl WasmOperator {
         self.calls = CallStats::default();
         self.instance.take_timers_registered();
         let mut outputs = OutputRows::new(self.output_schema.clone());
-        let result = self.run_keys(input, groups, time, &mut outputs).and_then(|()| {
-            let timers_fired = self.fire_timers(time, &mut outputs)?;
-            let txn = self.instance.txn_mut().context("no state transaction during the batch")?;
-            let evicted =
-                evict_expired(txn, self.options.operator_id, &self.options.key_group_range, time.processing_time)?;
-            let rows = outputs
-                .finish()
-                .map_err(|problem| anyhow!("module '{}' returned unusable rows: {problem}", self.module_name))?;
-            Ok((rows.into_iter().collect(), timers_fired, evicted))
-        });
+        let result =
+            self.delete_variables().and_then(|()| self.run_keys(input, groups, time, &mut outputs)).and_then(|()| {
+                let timers_fired = self.fire_timers(time, &mut outputs)?;
+                let txn = self.instance.txn_mut().context("no state transaction during the batch")?;
+                let evicted =
+                    evict_expired(txn, self.options.operator_id, &self.options.key_group_range, time.processing_time)?;
+                let rows = outputs
+                    .finish()
+                    .map_err(|problem| anyhow!("module '{}' returned unusable rows: {problem}", self.module_name))?;
+                Ok((rows.into_iter().collect(), timers_fired, evicted))
+            });
         let txn = self.instance.finish_batch().context("the batch's state transaction went missing")?;
         let (rows, timers_fired, entries_evicted) = result?;
         let mut calls = std::mem::take(&mut self.calls);
@@ -251,6 +266,28 @@ impl WasmOperator {
             shard: self.options.key_group_range.start,
         };
         self.instance.start_batch(txn, time.processing_time, random);
+    }
+
+    /// Deletes every entry of the variables being deleted, one key group at a time (a
+    /// failed batch keeps the state as it was: it is deleted with the batch's commit).
+    fn delete_variables(&mut self) -> Result<()> {
+        let names = std::mem::take(&mut self.deleting);
+        if names.is_empty() {
+            return Ok(());
+        }
+        let operator = self.options.operator_id;
+        let txn = self.instance.txn_mut().context("no state transaction during the batch")?;
+        for key_group in self.options.key_group_range.clone() {
+            // A key group is below the key-group count, itself a u16: the next one fits.
+            let start = [operator.to_be_bytes(), key_group.to_be_bytes()].concat();
+            let end = [operator.to_be_bytes(), key_group.saturating_add(1).to_be_bytes()].concat();
+            for (key, _) in txn.scan_range(Cf::State, &start, Some(&end))? {
+                if layout::split_state_key(&key).is_some_and(|(.., variable, _)| names.iter().any(|n| n == variable)) {
+                    txn.delete(Cf::State, key);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Key `encoded` of `key_group` as a key of a call: its state scope and values.
@@ -488,6 +525,12 @@ fn validate_spec(spec: &ProcessorSpec) -> Result<SchemaRef> {
         }
         if !names.insert(decl.name.as_str()) {
             bail!("state variable '{}' twice; names must be unique", decl.name);
+        }
+        if spec.deleted_state.contains(&decl.name) {
+            bail!(
+                "state variable '{}' and also deleted it (delete_if_exists); declare it or delete it, not both",
+                decl.name
+            );
         }
         if decl.ttl == Some(0) {
             bail!("state variable '{}' with a TTL of 0; use no TTL, or a positive duration", decl.name);

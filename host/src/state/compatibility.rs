@@ -3,8 +3,9 @@
 //! Each operator's state schema — key columns, key-group count, variables with kind
 //! and TTL, and the module's hash — is kept in the store (`schema/<operator>`, JSON).
 //! A restart must agree on everything but the module (a new module version with the
-//! same state keeps the state) and may add variables; anything else is refused with
-//! what changed and the two ways forward. A new or changed schema is recorded with the
+//! same state keeps the state), may add variables and may delete the ones it names
+//! (Spark's `deleteIfExists`); anything else is refused with what changed and the two
+//! ways forward. A new or changed schema is recorded with the
 //! next committed batch, never before. A readable copy of every operator's schema is
 //! kept in `state/_schema` (the store's copy is the one checked).
 
@@ -46,20 +47,32 @@ pub fn stored_schema(store: &StateStore, operator: u16) -> Result<Option<Operato
     }
 }
 
-/// Checks `current` against the schema the store holds for `operator`: an error naming
-/// every incompatible change and the two ways forward, or whether `current` is new or
-/// a compatible change and so must be recorded — with the next batch's commit
+/// What [`check`] found a restart must do.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct SchemaCheck {
+    /// `current` is new or a compatible change: record it with the next batch's commit.
+    pub record: bool,
+    /// Stored variables the new version deletes: delete their data with the next batch.
+    pub delete: Vec<String>,
+}
+
+/// Checks `current` (whose processor deletes the variables `deleted`) against the schema
+/// the store holds for `operator`: an error naming every incompatible change and the
+/// two ways forward, or what to do. A new or compatibly changed schema is recorded —
+/// and deleted variables' data is deleted — with the next batch's commit
 /// ([`schema_entry`]), so that a new module whose first batch fails leaves the stored
-/// schema as it was and the previous module can still take over.
+/// state as it was and the previous module can still take over.
 pub fn check(
     store: &StateStore,
     operator: u16,
     current: &OperatorStateSchema,
+    deleted: &[String],
     checkpoint: &CheckpointDir,
-) -> Result<bool> {
+) -> Result<SchemaCheck> {
     let stored = stored_schema(store, operator)?;
+    let mut delete = Vec::new();
     if let Some(stored) = &stored {
-        let changes = incompatible_changes(stored, current);
+        let changes = incompatible_changes(stored, current, deleted);
         if !changes.is_empty() {
             bail!(
                 "the checkpoint {} holds state that this pipeline cannot use: {}. Either revert that change, \
@@ -71,8 +84,14 @@ pub fn check(
         if stored.module_sha256 != current.module_sha256 {
             crate::log::info(&format!("operator {operator}: a new module version takes over the existing state"));
         }
+        delete = stored
+            .variables
+            .iter()
+            .filter(|before| deleted.contains(&before.name) && !current.variables.iter().any(|v| v.name == before.name))
+            .map(|before| before.name.clone())
+            .collect();
     }
-    Ok(stored.as_ref() != Some(current))
+    Ok(SchemaCheck { record: stored.as_ref() != Some(current), delete })
 }
 
 /// The meta entry that records `schema` as `operator`'s, to be written in a batch's commit.
@@ -101,7 +120,11 @@ pub fn write_schema_file(checkpoint: &CheckpointDir, operator: u16, schema: &Ope
 }
 
 /// Everything that changed in a way the stored state cannot follow.
-fn incompatible_changes(stored: &OperatorStateSchema, current: &OperatorStateSchema) -> Vec<String> {
+fn incompatible_changes(
+    stored: &OperatorStateSchema,
+    current: &OperatorStateSchema,
+    deleted: &[String],
+) -> Vec<String> {
     let mut changes = Vec::new();
     if !stored.stage.is_empty() && !current.stage.is_empty() && stored.stage != current.stage {
         changes.push(format!(
@@ -124,7 +147,14 @@ fn incompatible_changes(stored: &OperatorStateSchema, current: &OperatorStateSch
     }
     for before in &stored.variables {
         match current.variables.iter().find(|now| now.name == before.name) {
-            None => changes.push(format!("state variable '{}' ({}) is no longer declared", before.name, kind(before))),
+            None if deleted.contains(&before.name) => {}
+            None => changes.push(format!(
+                "state variable '{}' ({}) is no longer declared (to drop its data, delete it in init, like Spark's \
+                 deleteIfExists: ctx.delete_if_exists(\"{}\"))",
+                before.name,
+                kind(before),
+                before.name
+            )),
             Some(now) if now.kind != before.kind => {
                 changes.push(format!(
                     "state variable '{}' changed kind from {} to {}",

@@ -10,7 +10,9 @@ mod store;
 mod ttl;
 mod variables;
 
-pub use compatibility::{OperatorStateSchema, check, schema_entry, schema_key, stored_schema, write_schema_file};
+pub use compatibility::{
+    OperatorStateSchema, SchemaCheck, check, schema_entry, schema_key, stored_schema, write_schema_file,
+};
 pub use store::{CF_NAMES, CHANGELOG, COMMITTED_BATCH, Cf, StateStore, StateTxn};
 pub use ttl::evict_expired;
 pub use variables::{DueTimer, KeyScope, StateKind, Timers, VariableDecl, live_list, value_get};

@@ -47,6 +47,7 @@ export class InitContext {
       outputSchema: new Schema([]),
       timeMode: 'none',
       acceptsLateRows: false,
+      deletedState: [],
       initialStateSchema: initialStateSchema ?? undefined,
     };
   }
@@ -107,6 +108,16 @@ export class InitContext {
   }
 
   /** Asks the host to hand over late rows instead of dropping them. */
+  /**
+   * Deletes the data of state variable `name`, which an earlier version of this
+   * processor declared and this one no longer does (Spark's `deleteIfExists`): the host
+   * deletes it with the next batch instead of refusing the checkpoint. A name the
+   * checkpoint does not hold is ignored; do not also declare it.
+   */
+  deleteIfExists(name) {
+    if (!this.spec.deletedState.includes(name)) this.spec.deletedState.push(String(name));
+  }
+
   setAcceptsLateRows(accepts) {
     this.spec.acceptsLateRows = Boolean(accepts);
   }

@@ -196,6 +196,7 @@ export function specToWit(spec) {
     outputSchema: schemaToWit(spec.outputSchema),
     timeMode: spec.timeMode,
     acceptsLateRows: spec.acceptsLateRows,
+    deletedState: spec.deletedState,
   };
 }
 

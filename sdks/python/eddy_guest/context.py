@@ -43,6 +43,7 @@ class Spec:
     output_schema: Schema = field(default_factory=Schema)
     time_mode: str = "none"
     accepts_late_rows: bool = False
+    deleted_state: list = field(default_factory=list)
     initial_state_schema: Optional[Schema] = None
 
 
@@ -124,6 +125,14 @@ class InitContext:
             raise EddyError(f"unknown time mode {mode!r}; use one of {', '.join(TIME_MODES)}")
         self.spec.time_mode = mode
         self._store.time_mode = mode
+
+    def delete_if_exists(self, name: str) -> None:
+        """Deletes the data of state variable `name`, which an earlier version of this
+        processor declared and this one no longer does (Spark's `deleteIfExists`): the
+        host deletes it with the next batch instead of refusing the checkpoint. A name
+        the checkpoint does not hold is ignored; do not also declare it."""
+        if name not in self.spec.deleted_state:
+            self.spec.deleted_state.append(name)
 
     def set_accepts_late_rows(self, accepts: bool = True) -> None:
         """Asks the host to hand over late rows instead of dropping them."""

@@ -48,6 +48,7 @@ def _spec_to_wit(spec: Any) -> Any:
         output_schema=[wit.Field(f.name, wit.DataType[f.data_type.name], f.nullable) for f in spec.output_schema],
         time_mode=wit.TimeMode[spec.time_mode.upper().replace("-", "_")],
         accepts_late_rows=spec.accepts_late_rows,
+        deleted_state=list(spec.deleted_state),
     )
 
 

@@ -135,6 +135,7 @@ class Windows(StatefulProcessor):
         ctx.set_time_mode("event-time")
         self.info = f"{ctx.query_info.id}/{ctx.query_info.run_id}"
         self.timers = ctx.timers()
+        ctx.delete_if_exists("retired")
 
     def handle_input_rows(self, key, rows, timer_values, output):
         assert len(output) == 0, "each key starts with no rows of its own"
@@ -150,7 +151,7 @@ class Windows(StatefulProcessor):
 
 def test_one_call_handles_several_keys_and_their_timers(wit, memory):
     handler = export(Windows)()
-    handler.init(context(wit))
+    assert handler.init(context(wit)).deleted_state == ["retired"]
     users = wit.ColumnValues_Utf8(wit.VarLen(b"aabbb", [0, 1, 2, 3, 4, 5]))
     values = wit.ColumnValues_Float64([10.0, 11.0, 20.0, 0.0, 22.0])
     batch = wit.RowBatch(5, [wit.Column(users, None), wit.Column(values, bytes([0b10111]))])

@@ -7,8 +7,9 @@
 //!
 //! Config (JSON):
 //! `{"time_mode": "none" | "processing-time" | "event-time", "state": [{"name": "v1",
-//! "kind": "value" | "list" | "map", "ttl_ms": 1000}]}` — `time_mode` defaults to
-//! `none`, `state` to `[]`, `ttl_ms` to no TTL. State values are strings.
+//! "kind": "value" | "list" | "map", "ttl_ms": 1000}], "deleted": ["old"]}` — `time_mode`
+//! defaults to `none`, `state` and `deleted` (variables deleted with
+//! `delete_if_exists`) to `[]`, `ttl_ms` to no TTL. State values are strings.
 //!
 //! | op                | uses      | result                                          |
 //! |-------------------|-----------|-------------------------------------------------|
@@ -76,6 +77,8 @@ struct Config {
     time_mode: String,
     #[serde(default)]
     state: Vec<Declaration>,
+    #[serde(default)]
+    deleted: Vec<String>,
 }
 
 fn no_time_mode() -> String {
@@ -369,6 +372,9 @@ impl StatefulProcessor for Scripted {
             query,
             batch_id: 0,
         };
+        for name in &config.deleted {
+            ctx.delete_if_exists(name);
+        }
         for decl in config.state {
             let ttl = decl.ttl_ms.map_or(Ttl::NONE, |ms| Ttl::after(Duration::from_millis(ms)));
             match decl.kind.as_str() {

@@ -7,6 +7,9 @@ use crate::rows::{ColumnData, Rows, Values};
 use crate::schema::{ColumnRef, DataType, Field, Schema};
 use crate::value::Datum;
 
+/// The output size past which a call returns before its next key or timer.
+pub(crate) const CALL_OUTPUT_BYTES: usize = 8 << 20;
+
 /// Builds a columnar batch row by row, checking every value against the schema.
 #[derive(Debug)]
 pub(crate) struct BatchBuilder {
@@ -55,6 +58,17 @@ impl BatchBuilder {
 
     pub(crate) fn len(&self) -> usize {
         self.num_rows
+    }
+
+    /// The bytes the columns hold so far (8 per number, a variable-length value's
+    /// bytes plus its 4-byte offset).
+    pub(crate) fn bytes(&self) -> usize {
+        let per_column = |column: &ColumnData| match &column.values {
+            Values::Utf8 { data, .. } => data.len() + 4 * self.num_rows,
+            Values::Binary { data, .. } => data.len() + 4 * self.num_rows,
+            _ => 8 * self.num_rows,
+        };
+        self.columns.iter().map(per_column).sum()
     }
 
     pub(crate) fn finish(self) -> Rows {
@@ -169,6 +183,13 @@ impl Output {
     pub(crate) fn end_handler(&mut self) -> usize {
         self.start = self.builder.len();
         self.start
+    }
+
+    /// Whether the call's rows have grown enough that it should return before the
+    /// next key (the host hands the rest over in another call, so that a call's
+    /// output stays small in the processor's memory).
+    pub(crate) fn call_is_full(&self) -> bool {
+        self.builder.bytes() >= CALL_OUTPUT_BYTES
     }
 
     /// The output schema.

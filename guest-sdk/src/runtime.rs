@@ -80,7 +80,8 @@ pub fn init<P: StatefulProcessor>(context: wit::InitContext) -> Result<wit::Proc
 }
 
 /// `handle-input-rows`: selects each key of the call in turn and hands the processor
-/// that key's rows.
+/// that key's rows, until the call's output passes 8 MiB (the host hands the rest over
+/// in another call).
 pub fn handle_input_rows<P: StatefulProcessor>(
     keys: Vec<wit::KeyRows>,
     rows: wit::RowBatch,
@@ -98,6 +99,9 @@ pub fn handle_input_rows<P: StatefulProcessor>(
         let mut ends = Vec::with_capacity(keys.len());
         let mut start = 0;
         for (index, key_rows) in keys.into_iter().enumerate() {
+            if output.call_is_full() {
+                break; // the host hands the remaining keys over in another call
+            }
             let end = start + key_rows.num_rows as usize;
             scope::select_key(index as u32);
             let key = key_from_wit(key_rows.key);
@@ -114,7 +118,8 @@ pub fn handle_input_rows<P: StatefulProcessor>(
 }
 
 /// `handle-expired-timers`: takes each due timer in turn (which selects its key) and
-/// hands it to the processor, unless an earlier handler of the call deleted it.
+/// hands it to the processor, unless an earlier handler of the call deleted it; stops
+/// early like `handle-input-rows`.
 pub fn handle_expired_timers<P: StatefulProcessor>(
     keys: Vec<Vec<wit::Scalar>>,
     timers: Vec<wit::DueTimer>,
@@ -126,6 +131,9 @@ pub fn handle_expired_timers<P: StatefulProcessor>(
         let mut output = driver.output();
         let mut ends = Vec::with_capacity(timers.len());
         for (index, timer) in timers.iter().enumerate() {
+            if output.call_is_full() {
+                break; // the host hands the remaining timers over in another call
+            }
             if scope::take_timer(index as u32) {
                 let key = keys.get(timer.key_index as usize).ok_or_else(|| {
                     Error::msg(format!("the host named key {} of a call over {} keys", timer.key_index, keys.len()))

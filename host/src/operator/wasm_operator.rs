@@ -18,7 +18,7 @@ use super::top_keys::TopKeysCollector;
 use crate::contract::rows::{OutputRows, arrow_type, contract_type, gather, key_label, row_range_bytes};
 use crate::contract::{Field, InitContext, Output, OutputMode, ProcessorSpec, QueryInfo, TimeMode, TimerValues};
 use crate::pipeline::{InstanceLimits, Limit, show_bytes};
-use crate::state::{Cf, KeyScope, StateKind, StateTxn, Timers, VariableDecl, evict_expired, key, layout};
+use crate::state::{Cf, DueTimer, KeyScope, StateKind, StateTxn, Timers, VariableDecl, evict_expired, key, layout};
 use crate::wasm::{CallKey, CallTimer, Module, ProcessorInstance, RandomScope};
 
 /// How many keys' value and list state is read ahead in one batched lookup.
@@ -331,21 +331,23 @@ impl WasmOperator {
                     rows += chunk[end].rows.len();
                     end += 1;
                 }
-                self.call_input_rows(input, &chunk[start..end], time, outputs)?;
-                start = end;
+                // The processor may handle a prefix of a call's keys (its output grew
+                // large): the rest go in the next call.
+                start += self.call_input_rows(input, &chunk[start..end], time, outputs)?;
             }
         }
         Ok(())
     }
 
-    /// One `handle-input-rows` call over `keys`.
+    /// One `handle-input-rows` call over `keys`; returns how many of them the
+    /// processor handled (at least one).
     fn call_input_rows(
         &mut self,
         input: &RecordBatch,
         keys: &[KeyRows],
         time: BatchTime,
         outputs: &mut OutputRows,
-    ) -> Result<()> {
+    ) -> Result<usize> {
         let mut call_keys = Vec::with_capacity(keys.len());
         let mut counts = Vec::with_capacity(keys.len());
         for key in keys {
@@ -359,21 +361,17 @@ impl WasmOperator {
         let started = Instant::now();
         let output = self.instance.handle_input_rows(call_keys, &counts, &batch, Self::timer_values(time))?;
         let micros = started.elapsed().as_micros() as u64;
-        self.calls.input_rows.add(HandlerStats { calls: keys.len() as u64, micros });
-        // The call's time is shared among its keys by their rows.
-        let call_rows = u64::from(batch.num_rows).max(1);
-        let call_keys = self.instance.call_keys();
-        for (key, call_key) in keys.iter().zip(call_keys) {
+        let label = |i: usize| key_label(&self.instance.call_keys()[i].values);
+        let handled = self.collect(output, "handle-input-rows", keys.len(), &label, outputs)?;
+        self.calls.input_rows.add(HandlerStats { calls: handled as u64, micros });
+        // The call's time is shared among the keys it handled by their rows.
+        let handled_keys = &keys[..handled];
+        let call_rows = handled_keys.iter().map(|key| key.rows.len() as u64).sum::<u64>().max(1);
+        for (key, call_key) in handled_keys.iter().zip(self.instance.call_keys()) {
             let rows = key.rows.len() as u64;
             self.calls.top_keys.note(rows, micros * rows / call_rows, || key_label(&call_key.values));
         }
-        self.collect(
-            output,
-            "handle-input-rows",
-            keys.len(),
-            &|i| key_label(&self.instance.call_keys()[i].values),
-            outputs,
-        )
+        Ok(handled)
     }
 
     fn fire_timers(&mut self, time: BatchTime, outputs: &mut OutputRows) -> Result<usize> {
@@ -394,62 +392,83 @@ impl WasmOperator {
             .collect();
         let mut fired = 0;
         for chunk in due.chunks(TIMERS_PER_CALL) {
-            let mut keys: Vec<CallKey> = Vec::new();
-            let mut key_index: HashMap<(u16, &[u8]), usize> = HashMap::with_capacity(chunk.len());
-            let mut timers = Vec::with_capacity(chunk.len());
-            for timer in chunk {
-                let index = match key_index.get(&(timer.key_group, timer.key.as_slice())) {
-                    Some(&index) => index,
-                    None => {
-                        keys.push(self.call_key(timer.key_group, timer.key.clone(), time)?);
-                        key_index.insert((timer.key_group, timer.key.as_slice()), keys.len() - 1);
-                        keys.len() - 1
-                    }
-                };
-                timers.push(CallTimer { key_index: index, expiry: timer.expiry, fired: false, taken: false });
+            // The processor may handle a prefix of a call's timers (its output grew
+            // large): the rest go in the next call.
+            let mut rest = chunk;
+            while !rest.is_empty() {
+                let (handled, fired_now) = self.call_expired_timers(rest, time, outputs)?;
+                fired += fired_now;
+                rest = &rest[handled..];
             }
-            let started = Instant::now();
-            let (output, timers) = self.instance.handle_expired_timers(keys, timers, Self::timer_values(time))?;
-            let micros = started.elapsed().as_micros() as u64;
-            let label = |i: usize| key_label(&self.instance.call_keys()[timers[i].key_index].values);
-            if let Some(skipped) = timers.iter().position(|timer| !timer.taken) {
-                bail!(
-                    "module '{}' returned from handle-expired-timers without taking timer {} of key {} (each due \
-                     timer is taken with take-timer before its handler runs); rebuild it with an eddy-guest SDK of \
-                     this contract",
-                    self.module_name,
-                    timers[skipped].expiry,
-                    label(skipped)
-                );
-            }
-            let fired_now = timers.iter().filter(|timer| timer.fired).count();
-            self.calls.expired_timers.add(HandlerStats { calls: fired_now as u64, micros });
-            self.collect(output, "handle-expired-timers", timers.len(), &label, outputs)?;
-            fired += fired_now;
         }
         Ok(fired)
     }
 
-    /// Checks a call's output — `handled` keys or timers, the i-th named by `label(i)` —
-    /// against the per-key and per-batch limits and the output schema, and keeps it.
+    /// One `handle-expired-timers` call over `due`; returns how many of them the
+    /// processor handled (at least one) and how many of those fired.
+    fn call_expired_timers(
+        &mut self,
+        due: &[DueTimer],
+        time: BatchTime,
+        outputs: &mut OutputRows,
+    ) -> Result<(usize, usize)> {
+        let mut keys: Vec<CallKey> = Vec::new();
+        let mut key_index: HashMap<(u16, &[u8]), usize> = HashMap::with_capacity(due.len());
+        let mut timers = Vec::with_capacity(due.len());
+        for timer in due {
+            let index = match key_index.get(&(timer.key_group, timer.key.as_slice())) {
+                Some(&index) => index,
+                None => {
+                    keys.push(self.call_key(timer.key_group, timer.key.clone(), time)?);
+                    key_index.insert((timer.key_group, timer.key.as_slice()), keys.len() - 1);
+                    keys.len() - 1
+                }
+            };
+            timers.push(CallTimer { key_index: index, expiry: timer.expiry, fired: false, taken: false });
+        }
+        let started = Instant::now();
+        let (output, timers) = self.instance.handle_expired_timers(keys, timers, Self::timer_values(time))?;
+        let micros = started.elapsed().as_micros() as u64;
+        let label = |i: usize| key_label(&self.instance.call_keys()[timers[i].key_index].values);
+        let handled = self.collect(output, "handle-expired-timers", timers.len(), &label, outputs)?;
+        let (done, left) = timers.split_at(handled);
+        let skipped = done.iter().position(|timer| !timer.taken);
+        if let Some(i) = skipped.or_else(|| left.iter().position(|timer| timer.taken).map(|i| handled + i)) {
+            bail!(
+                "module '{}' returned from handle-expired-timers with timer {} of key {} {} (each due timer it \
+                 handles is taken with take-timer first, and the output's ends cover exactly the timers taken); \
+                 rebuild it with an eddy-guest SDK of this contract",
+                self.module_name,
+                timers[i].expiry,
+                label(i),
+                if skipped.is_some() { "handled but not taken" } else { "taken but not handled" }
+            );
+        }
+        let fired = done.iter().filter(|timer| timer.fired).count();
+        self.calls.expired_timers.add(HandlerStats { calls: fired as u64, micros });
+        Ok((handled, fired))
+    }
+
+    /// Checks a call's output — over `given` keys or timers, the i-th named by
+    /// `label(i)` — against the per-key and per-batch limits and the output schema, and
+    /// keeps it; returns how many keys or timers the processor handled.
     fn collect(
         &self,
         returned: Output,
         function: &str,
-        handled: usize,
+        given: usize,
         label: &dyn Fn(usize) -> String,
         outputs: &mut OutputRows,
-    ) -> Result<()> {
-        let total = returned.rows.num_rows;
-        let fits = returned.ends.len() == handled
+    ) -> Result<usize> {
+        let (total, handled) = (returned.rows.num_rows, returned.ends.len());
+        let fits = (1..=given).contains(&handled)
             && returned.ends.windows(2).all(|pair| pair[0] <= pair[1])
-            && returned.ends.last().is_none_or(|&last| last == total)
-            && (handled > 0 || total == 0);
+            && returned.ends.last() == Some(&total);
         if !fits {
             bail!(
-                "module '{}' returned from {function} {total} rows with row ends {:?} for {handled} handled keys or \
-                 timers; it must return one end per key or timer, never decreasing, the last at the row count \
-                 (rebuild it with an eddy-guest SDK of this contract)",
+                "module '{}' returned from {function} {total} rows with row ends {:?} for a call over {given} keys or \
+                 timers; it must return one end per key or timer it handled (at least the first), never \
+                 decreasing, the last at the row count (rebuild it with an eddy-guest SDK of this contract)",
                 self.module_name,
                 returned.ends.iter().take(8).collect::<Vec<_>>()
             );
@@ -492,7 +511,8 @@ impl WasmOperator {
                 "module '{}' returned rows that do not match its declared output schema in {function}{place}: {problem}",
                 self.module_name
             )
-        })
+        })?;
+        Ok(handled)
     }
 }
 

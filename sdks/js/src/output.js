@@ -60,12 +60,17 @@ function coerce(field, value) {
 }
 
 /** Builds a columnar batch row by row; a row that does not fit is not appended at all. */
+/** The output size past which a call returns before its next key or timer. */
+const CALL_OUTPUT_BYTES = 8 * 1024 * 1024;
+
 export class BatchBuilder {
   constructor(schema) {
     this.schema = schema;
     this.cells = schema.fields.map(() => []);
     this.nulls = schema.fields.map(() => false);
     this.length = 0;
+    /** About the bytes the rows hold: a string's or bytes' length, 8 per other value. */
+    this.bytes = 0;
   }
 
   /** Appends one row of values in schema order. */
@@ -79,6 +84,7 @@ export class BatchBuilder {
     row.forEach((value, i) => {
       this.cells[i].push(value);
       if (value === null) this.nulls[i] = true;
+      this.bytes += typeof value === 'string' || value instanceof Uint8Array ? value.length : 8;
     });
     this.length += 1;
   }
@@ -150,6 +156,11 @@ export class Output {
   constructor(schema) {
     this.builder = new BatchBuilder(schema);
     this.start = 0; // where the current handler's rows start (one output serves a whole call)
+  }
+
+  /** Whether the call's rows passed 8 MiB: it returns before its next key (the host hands the rest over in another call). */
+  callIsFull() {
+    return this.builder.bytes >= CALL_OUTPUT_BYTES;
   }
 
   /** Ends the current handler's rows; returns the end of the rows so far. */

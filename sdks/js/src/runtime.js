@@ -262,14 +262,15 @@ export function exportProcessor(Processor) {
         const output = d.output();
         const ends = [];
         let start = 0;
-        keys.forEach((keyRows, index) => {
+        for (const [index, keyRows] of keys.entries()) {
+          if (output.callIsFull()) break; // the host hands the remaining keys over in another call
           const end = start + Number(keyRows.numRows);
           d.store.backend.selectKey(index);
           const batch = rowsFromWit(sliceBatch(all, start, end), d.inputSchema);
           d.handleInputRows(keyFromWit(keyIn(keyRows.key)), batch, tv, output);
           ends.push(output.endHandler());
           start = end;
-        });
+        }
         return { rows: batchOut(output.builder.toWit()), ends };
       });
     },
@@ -283,13 +284,14 @@ export function exportProcessor(Processor) {
         const tv = timerValuesFromWit(timerValues);
         const output = d.output();
         const ends = [];
-        timers.forEach((timer, index) => {
+        for (const [index, timer] of timers.entries()) {
+          if (output.callIsFull()) break; // the host hands the remaining timers over in another call
           if (d.store.backend.takeTimer(index)) {
             const key = callKeys[timer.keyIndex];
             d.handleExpiredTimer(key, tv, { expiryTime: in64(timer.expiryTime, 'timer') }, output);
           }
           ends.push(output.endHandler());
-        });
+        }
         return { rows: batchOut(output.builder.toWit()), ends };
       });
     },

@@ -11,6 +11,8 @@ from .schema import DataType, Field, Schema
 from .times import from_datetime
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+#: The output size past which a call returns before its next key or timer.
+CALL_OUTPUT_BYTES = 8 << 20
 _PLACEHOLDER = {
     DataType.BOOLEAN: False, DataType.INT64: 0, DataType.FLOAT64: 0.0,
     DataType.UTF8: "", DataType.BINARY: b"", DataType.TIMESTAMP: 0,
@@ -56,6 +58,8 @@ class BatchBuilder:
         self._values: list[list] = [[] for _ in schema]
         self._nulls: list[list[int]] = [[] for _ in schema]
         self._len = 0
+        #: About the bytes the rows hold: a string's or bytes' length, 8 per other value.
+        self.bytes = 0
 
     def __len__(self) -> int:
         return self._len
@@ -80,6 +84,7 @@ class BatchBuilder:
                 self._nulls[i].append(row)
                 value = _PLACEHOLDER[field.data_type]
             self._values[i].append(value)
+            self.bytes += len(value) if isinstance(value, (str, bytes)) else 8
         self._len += 1
 
     def finish(self) -> Rows:
@@ -138,6 +143,11 @@ class Output:
     def __len__(self) -> int:
         """How many rows this handler appended."""
         return len(self._builder) - self._start
+
+    def _call_is_full(self) -> bool:
+        """Whether the call's rows passed 8 MiB: it returns before its next key (the host
+        hands the rest over in another call)."""
+        return self._builder.bytes >= CALL_OUTPUT_BYTES
 
     def _end_handler(self) -> int:
         """Ends the current handler's rows; returns the end of the rows so far."""

@@ -170,6 +170,8 @@ class _Handler:
             ends = []
             start = 0
             for index, key_rows in enumerate(keys):
+                if output._call_is_full():
+                    break  # the host hands the remaining keys over in another call
                 end = start + key_rows.num_rows
                 key = _key(key_rows.key)
                 driver.store.backend.select_key(index, key)
@@ -191,6 +193,8 @@ class _Handler:
             output = driver.output()
             ends = []
             for index, timer in enumerate(timers):
+                if output._call_is_full():
+                    break  # the host hands the remaining timers over in another call
                 key = call_keys[timer.key_index]
                 if driver.store.backend.take_timer_of_call(index, key, timer.expiry_time):
                     expired = ExpiredTimer(timer.expiry_time)

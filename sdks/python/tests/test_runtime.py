@@ -170,6 +170,28 @@ def test_one_call_handles_several_keys_and_their_timers(wit, memory):
     assert memory.timers == {repr(["a"]).encode(): [], repr(["b"]).encode(): []}
 
 
+class Big(StatefulProcessor):
+    def init(self, ctx):
+        ctx.set_output_schema("user STRING NOT NULL, blob STRING")
+
+    def handle_input_rows(self, key, rows, timer_values, output):
+        output.row(user=key.str(0), blob="x" * (5 << 20))
+
+
+def test_a_call_returns_before_its_next_key_once_its_output_passes_8_mib(wit, memory):
+    handler = export(Big)()
+    handler.init(context(wit))
+    users = wit.ColumnValues_Utf8(wit.VarLen(b"abc", [0, 1, 2, 3]))
+    batch = wit.RowBatch(3, [wit.Column(users, None), wit.Column(wit.ColumnValues_Float64([0.0] * 3), None)])
+    keys = [wit.KeyRows([wit.Scalar_Utf8(user)], 1) for user in "abc"]
+    out = handler.handle_input_rows(keys, batch, wit.TimerValues(0, 0, None))
+    assert out.ends == [1, 2], "a and b make 10 MiB: c is left for the next call"
+    out = handler.handle_input_rows(keys[2:], wit.RowBatch(1, [
+        wit.Column(wit.ColumnValues_Utf8(wit.VarLen(b"c", [0, 1])), None),
+        wit.Column(wit.ColumnValues_Float64([0.0]), None)]), wit.TimerValues(0, 0, None))
+    assert out.ends == [1]
+
+
 def test_export_checks_its_argument():
     with pytest.raises(EddyError, match="export\\(\\) takes a subclass of eddy_guest.StatefulProcessor"):
         export(object)

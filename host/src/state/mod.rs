@@ -6,7 +6,6 @@ mod compatibility;
 pub mod key;
 pub mod layout;
 pub mod packed;
-mod recent;
 mod store;
 mod ttl;
 mod variables;

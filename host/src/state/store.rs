@@ -6,19 +6,17 @@
 //! RocksDB `WriteBatch`. A batch that fails is simply dropped: nothing of it lands.
 //! A transaction counts what its buffer holds ([`StateTxn::buffered_bytes`]) so that
 //! the processor's share of it can be held to `operator.max-state-bytes-per-batch`.
-//! What the last commits wrote stays readable in memory ([`RecentWrites`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, ReadOptions, WriteBatch, WriteOptions};
 
 use super::changelog::{ChangeLogWriter, ChangeRecords};
 use super::layout;
-use super::recent::{Generation, RecentWrites};
 use crate::pipeline::CHANGE_OVERHEAD_BYTES;
 
 /// The column families of the store.
@@ -78,16 +76,12 @@ fn family_options(name: &str, cache: &rocksdb::Cache) -> Options {
 
 /// The change log's memtable size.
 const CHANGELOG_MEMTABLE_BYTES: usize = 32 << 20;
-/// How many bytes of recently committed state entries stay in memory.
-const RECENT_WRITES_BYTES: usize = 64 << 20;
 
 /// A RocksDB database holding every operator's state of one query.
 #[derive(Clone)]
 pub struct StateStore {
     db: Arc<DB>,
     path: PathBuf,
-    /// The state entries the last commits wrote, read before RocksDB.
-    recent: Arc<RwLock<RecentWrites>>,
 }
 
 impl StateStore {
@@ -111,8 +105,7 @@ impl StateStore {
                 path.display()
             )
         })?;
-        let recent = Arc::new(RwLock::new(RecentWrites::new(RECENT_WRITES_BYTES)));
-        Ok(Self { db: Arc::new(db), path: path.to_path_buf(), recent })
+        Ok(Self { db: Arc::new(db), path: path.to_path_buf() })
     }
 
     /// Where the store lives.
@@ -124,7 +117,6 @@ impl StateStore {
     pub fn begin(&self) -> StateTxn {
         StateTxn {
             db: self.db.clone(),
-            recent: self.recent.clone(),
             overlay: Default::default(),
             prefetched: HashMap::new(),
             blind: Vec::new(),
@@ -151,18 +143,20 @@ impl StateStore {
         let mut batch = WriteBatch::with_capacity_bytes(buffered as usize + buffered as usize / 4 + 4096);
         let mut log = ChangeLogWriter::new(batch_id, buffered as usize);
         let changelog = self.cf_handle(CHANGELOG)?;
-        let mut written = self.recent_writes().map(|recent| recent.begin());
         // Each change moves from the buffer into the write batch (the buffer shrinks as
         // the batch grows), so the commit does not hold both whole.
         for txn in txns {
             let [state, rest @ ..] = txn.overlay;
             let cf = self.cf_handle(Cf::State.name())?;
             for (key, change) in txn.unlogged {
-                write_state(&mut batch, cf, &mut written, key, change);
+                match change {
+                    Some(value) => batch.put_cf(cf, key, value),
+                    None => batch.delete_cf(cf, key),
+                }
             }
             for (key, value) in txn.self_logged {
                 batch.put_cf(changelog, log.next_chunk_key(), &value);
-                write_state(&mut batch, cf, &mut written, key, Some(value));
+                batch.put_cf(cf, key, value);
             }
             for chunk in txn.records.into_chunks() {
                 batch.put_cf(changelog, log.next_chunk_key(), chunk);
@@ -183,7 +177,10 @@ impl StateStore {
                 if let Some((log_key, chunk)) = log.record(&key, change.as_deref()) {
                     batch.put_cf(changelog, log_key, chunk);
                 }
-                write_state(&mut batch, cf, &mut written, key, change);
+                match change {
+                    Some(value) => batch.put_cf(cf, key, value),
+                    None => batch.delete_cf(cf, key),
+                }
             }
             for (index, changes) in rest.into_iter().enumerate() {
                 let cf = self.cf_handle(CF_NAMES[index + 1])?;
@@ -203,17 +200,7 @@ impl StateStore {
         options.set_sync(true);
         self.db
             .write_opt(batch, &options)
-            .with_context(|| format!("cannot commit batch {batch_id} to the state store in {}", self.path.display()))?;
-        if let (Some(generation), Ok(mut recent)) = (written, self.recent.write()) {
-            recent.install(generation);
-        }
-        Ok(())
-    }
-
-    /// The recent-writes cache, unless a thread panicked holding it (then it is left
-    /// alone: reads go to RocksDB).
-    fn recent_writes(&self) -> Option<std::sync::RwLockReadGuard<'_, RecentWrites>> {
-        self.recent.read().ok()
+            .with_context(|| format!("cannot commit batch {batch_id} to the state store in {}", self.path.display()))
     }
 
     /// The id of the last committed batch, if any.
@@ -257,10 +244,9 @@ impl StateStore {
             + self.int_property(Cf::State, "rocksdb.size-all-mem-tables")
     }
 
-    /// Memory held by RocksDB memtables and readers (all column families) and by the
-    /// recently committed entries kept in memory, in bytes.
+    /// Memory held by RocksDB memtables and readers, in bytes (all column families).
     pub fn memory_used_bytes(&self) -> u64 {
-        let rocksdb: u64 = CF_NAMES
+        CF_NAMES
             .iter()
             .filter_map(|name| self.db.cf_handle(name))
             .map(|cf| {
@@ -269,8 +255,7 @@ impl StateStore {
                     .filter_map(|property| self.db.property_int_value_cf(cf, *property).ok().flatten())
                     .sum::<u64>()
             })
-            .sum();
-        rocksdb + self.recent_writes().map_or(0, |recent| recent.bytes() as u64)
+            .sum()
     }
 
     fn int_property(&self, cf: Cf, property: &str) -> u64 {
@@ -299,36 +284,9 @@ impl StateStore {
     }
 }
 
-/// Adds a state change to the write batch and notes it in the commit's generation of
-/// recent writes.
-fn write_state(
-    batch: &mut WriteBatch,
-    cf: &rocksdb::ColumnFamily,
-    written: &mut Option<Generation>,
-    key: Vec<u8>,
-    change: Option<Vec<u8>>,
-) {
-    match change {
-        Some(value) => {
-            batch.put_cf(cf, &key, &value);
-            if let Some(generation) = written {
-                generation.put(key, value);
-            }
-        }
-        None => {
-            batch.delete_cf(cf, &key);
-            if let Some(generation) = written {
-                generation.delete(key);
-            }
-        }
-    }
-}
-
 /// The changes of one batch, readable before they are committed.
 pub struct StateTxn {
     db: Arc<DB>,
-    /// What the last commits wrote (read before RocksDB).
-    recent: Arc<RwLock<RecentWrites>>,
     overlay: [BTreeMap<Vec<u8>, Option<Vec<u8>>>; 5],
     /// Committed `Cf::State` values read ahead by [`StateTxn::prefetch_state`].
     prefetched: HashMap<Vec<u8>, Option<Vec<u8>>>,
@@ -360,13 +318,10 @@ impl StateTxn {
         if let Some(change) = self.overlay[cf as usize].get(key) {
             return Ok(change.clone());
         }
-        if cf == Cf::State {
-            if let Some(committed) = self.prefetched.get(key) {
-                return Ok(committed.clone());
-            }
-            if let Some(value) = self.recent.read().ok().and_then(|recent| recent.get(key).map(<[u8]>::to_vec)) {
-                return Ok(Some(value));
-            }
+        if cf == Cf::State
+            && let Some(committed) = self.prefetched.get(key)
+        {
+            return Ok(committed.clone());
         }
         let handle = self.db.cf_handle(cf.name()).context("state column family missing")?;
         Ok(self.db.get_cf(handle, key)?)
@@ -378,18 +333,9 @@ impl StateTxn {
     pub fn prefetch_state(&mut self, mut keys: Vec<Vec<u8>>) -> Result<()> {
         // The batched lookup is told its keys are sorted: make sure (cheap when they are).
         keys.sort_unstable();
-        self.prefetched.clear();
-        if let Ok(recent) = self.recent.read() {
-            keys.retain(|key| match recent.get(key) {
-                Some(value) => {
-                    self.prefetched.insert(key.clone(), Some(value.to_vec()));
-                    false
-                }
-                None => true,
-            });
-        }
         let handle = self.db.cf_handle(Cf::State.name()).context("state column family missing")?;
         let values = self.db.batched_multi_get_cf(handle, &keys, true);
+        self.prefetched.clear();
         for (key, value) in keys.into_iter().zip(values) {
             self.prefetched.insert(key, value?.map(|slice| slice.to_vec()));
         }

@@ -168,31 +168,3 @@ fn a_self_logged_entry_is_stored_and_its_records_logged_as_they_are() -> Result<
     assert_eq!(logged(&store)?, vec![(7, packed), (7, vec![(b"window-0".to_vec(), None)])]);
     Ok(())
 }
-
-#[test]
-fn recently_committed_entries_are_read_from_memory_and_stay_coherent() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let store = StateStore::open(dir.path())?;
-    let mut txn = store.begin();
-    txn.put(Cf::State, b"a".to_vec(), b"1".to_vec());
-    txn.put(Cf::State, b"b".to_vec(), b"1".to_vec());
-    store.commit(txn, 0)?;
-    // Written behind the store's back: a read served from memory does not see it.
-    let state = store.cf_handle(Cf::State.name())?;
-    store.db.put_cf(state, b"a", b"behind")?;
-    store.db.put_cf(state, b"c", b"behind")?;
-    let mut txn = store.begin();
-    assert_eq!(txn.get(Cf::State, b"a")?, Some(b"1".to_vec()), "from memory");
-    assert_eq!(txn.get(Cf::State, b"c")?, Some(b"behind".to_vec()), "not recently written: from RocksDB");
-    txn.prefetch_state(vec![b"a".to_vec(), b"c".to_vec()])?;
-    assert_eq!(txn.get(Cf::State, b"a")?, Some(b"1".to_vec()), "a prefetch reads memory first");
-
-    // A later commit's change wins; a deleted entry is read from RocksDB again.
-    txn.put(Cf::State, b"b".to_vec(), b"2".to_vec());
-    txn.delete(Cf::State, b"a".to_vec());
-    store.commit(txn, 1)?;
-    let txn = store.begin();
-    assert_eq!((txn.get(Cf::State, b"a")?, txn.get(Cf::State, b"b")?), (None, Some(b"2".to_vec())));
-    assert!(store.memory_used_bytes() > 0);
-    Ok(())
-}

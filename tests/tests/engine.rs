@@ -376,3 +376,50 @@ fn the_processor_is_told_its_query_run_and_batch() {
     assert_eq!(run_of(0), run_of(1), "one run");
     assert_ne!(run_of(1), run_of(2), "a new run after the restart");
 }
+
+/// Due timers' index entries go at the commit as one range per batch: a timer a
+/// handler registers while the pass runs (already due) survives it and fires in the
+/// next batch, and one an earlier handler deleted never fires.
+#[test]
+fn a_timer_registered_while_timers_fire_survives_the_commit_and_fires_next() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir_all(dir.path().join("input")).expect("input dir");
+    let wasm = repo_root().join("build/wasm/scripted.wasm");
+    let spec = format!(
+        "[[source]]\nformat = \"json\"\npath = \"input\"\nmax-files-per-trigger = 1\n\
+         schema = \"key STRING, op STRING, name STRING, k STRING, v STRING\"\n\n\
+         [operator]\nmodule = {wasm:?}\nkey = [\"key\"]\noutput-mode = \"update\"\nparallelism = 2\n\n\
+         [operator.config]\ntime_mode = \"processing-time\"\n\n\
+         [sink]\nformat = \"json\"\npath = \"out\"\n\n[trigger]\navailable-now = true\n"
+    );
+    // 1001's handler deletes a's 1002 and registers 1003 (scripted's rule for expiries
+    // ending in 1); every expiry is long past, so all are due in the batch that makes them.
+    let register = |key: &str, at: &str| format!("{{\"key\":\"{key}\",\"op\":\"timer.register\",\"v\":\"{at}\"}}\n");
+    let first: String = [("a", "1001"), ("a", "1002"), ("b", "1500"), ("c", "2000")]
+        .iter()
+        .map(|(key, at)| register(key, at))
+        .collect();
+    std::fs::write(dir.path().join("input/0.jsonl"), first).expect("file");
+    for file in ["1", "2"] {
+        std::fs::write(dir.path().join(format!("input/{file}.jsonl")), "{\"key\":\"a\",\"op\":\"timer.list\"}\n")
+            .expect("file");
+    }
+    let (summary, _) = run(dir.path(), &spec, RunOptions::default());
+    assert_eq!(summary.batches, 3);
+    let results = |batch: u32| {
+        let part = std::fs::read_to_string(dir.path().join(format!("out/part-{batch:05}.jsonl"))).expect("part");
+        let mut rows: Vec<String> = part
+            .lines()
+            .map(|line| {
+                let row: serde_json::Value = serde_json::from_str(line).expect("json");
+                format!("{} {}", row["op"].as_str().expect("op"), row["result"].as_str().expect("result"))
+            })
+            .filter(|row| !row.starts_with("timer.register"))
+            .collect();
+        rows.sort();
+        rows
+    };
+    assert_eq!(results(0), ["timer.fired 1001", "timer.fired 1500", "timer.fired 2000"]);
+    assert_eq!(results(1), ["timer.fired 1003", "timer.list [1003]"]);
+    assert_eq!(results(2), ["timer.list []"]);
+}

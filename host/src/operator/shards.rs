@@ -107,6 +107,15 @@ impl ShardedOperator {
         self.shards.len()
     }
 
+    /// The clock due timers are measured against in a batch at `time`, if timers fire.
+    fn timer_deadline(&self, time: BatchTime) -> Option<i64> {
+        match (self.time_mode(), time.watermark) {
+            (TimeMode::ProcessingTime, _) => Some(time.processing_time),
+            (TimeMode::EventTime, Some(watermark)) => Some(watermark),
+            _ => None,
+        }
+    }
+
     /// Applies the initial state in every shard's transaction.
     fn apply_initial_state(
         &mut self,
@@ -180,11 +189,7 @@ impl Stage for ShardedOperator {
     }
 
     fn timers_due(&mut self, store: &StateStore, time: BatchTime) -> Result<bool> {
-        let deadline = match (self.time_mode(), time.watermark) {
-            (TimeMode::ProcessingTime, _) => time.processing_time,
-            (TimeMode::EventTime, Some(watermark)) => watermark,
-            _ => return Ok(false),
-        };
+        let Some(deadline) = self.timer_deadline(time) else { return Ok(false) };
         Ok(!Timers::due(&store.begin(), self.operator_id, deadline)?.is_empty())
     }
 
@@ -195,6 +200,13 @@ impl Stage for ShardedOperator {
             txns = self.apply_initial_state(txns, &initial, time).context("applying the initial state failed")?;
         }
         let mut output = self.run_shards(txns, input, time)?;
+        // Every shard fired every due timer of its key groups, so together they fired all:
+        // their index entries go at the commit as one range (not one deletion each, which
+        // the next batches' scans for due timers would have to walk past).
+        if let (Some(deadline), Some(txn)) = (self.timer_deadline(time), output.txns.first_mut()) {
+            let (start, end) = Timers::due_range(self.operator_id, deadline)?;
+            txn.drop_committed_range(Cf::TimerIndex, start, end);
+        }
         output.stats.run_ms = started.elapsed().as_millis() as u64;
         Ok(output)
     }

@@ -123,6 +123,7 @@ impl StateStore {
             unlogged: Vec::new(),
             records: ChangeRecords::default(),
             self_logged: Vec::new(),
+            dropped_ranges: Vec::new(),
             buffered_bytes: 0,
         }
     }
@@ -135,7 +136,7 @@ impl StateStore {
 
     /// Writes every change of all `txns` (which touch disjoint keys, e.g. one per
     /// shard) and `batch_id` as the committed batch, in one atomic, durable write.
-    pub fn commit_all(&self, txns: Vec<StateTxn>, batch_id: u64) -> Result<()> {
+    pub fn commit_all(&self, mut txns: Vec<StateTxn>, batch_id: u64) -> Result<()> {
         // Room for every change and its change-log copy up front (a write batch that
         // grows copies itself each time it doubles): the buffered bytes count each
         // change's key and value plus 64, about what the two copies take.
@@ -143,6 +144,18 @@ impl StateStore {
         let mut batch = WriteBatch::with_capacity_bytes(buffered as usize + buffered as usize / 4 + 4096);
         let mut log = ChangeLogWriter::new(batch_id, buffered as usize);
         let changelog = self.cf_handle(CHANGELOG)?;
+        // Dropped ranges first, so that every transaction's own puts in them stay; its
+        // deletes there are already done by the range.
+        let dropped: Vec<(Cf, Vec<u8>, Vec<u8>)> =
+            txns.iter_mut().flat_map(|txn| std::mem::take(&mut txn.dropped_ranges)).collect();
+        for (cf, start, end) in &dropped {
+            batch.delete_range_cf(self.cf_handle(cf.name())?, start, end);
+        }
+        let covered = |cf: Cf, key: &[u8]| {
+            dropped
+                .iter()
+                .any(|(range_cf, start, end)| *range_cf == cf && start.as_slice() <= key && key < end.as_slice())
+        };
         // Each change moves from the buffer into the write batch (the buffer shrinks as
         // the batch grows), so the commit does not hold both whole.
         for txn in txns {
@@ -182,11 +195,12 @@ impl StateStore {
                     None => batch.delete_cf(cf, key),
                 }
             }
-            for (index, changes) in rest.into_iter().enumerate() {
-                let cf = self.cf_handle(CF_NAMES[index + 1])?;
+            for (family, changes) in [Cf::Timers, Cf::TimerIndex, Cf::Meta, Cf::TtlIndex].into_iter().zip(rest) {
+                let cf = self.cf_handle(family.name())?;
                 for (key, change) in changes {
                     match change {
                         Some(value) => batch.put_cf(cf, key, value),
+                        None if covered(family, &key) => {}
                         None => batch.delete_cf(cf, key),
                     }
                 }
@@ -301,6 +315,8 @@ pub struct StateTxn {
     /// State entries whose values are change-log records (packed entries all of whose
     /// windows changed): each is logged as it is, one change-log chunk, not copied.
     self_logged: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Ranges whose committed entries the commit drops before writing the changes.
+    dropped_ranges: Vec<(Cf, Vec<u8>, Vec<u8>)>,
     /// What `overlay`, `blind`, `unlogged` and `self_logged` hold: each change's key and
     /// value bytes plus [`CHANGE_OVERHEAD_BYTES`] (a self-logged value twice: it is
     /// written twice).
@@ -356,6 +372,15 @@ impl StateTxn {
     /// Removes `key`.
     pub fn delete(&mut self, cf: Cf, key: Vec<u8>) {
         self.buffer(cf, key, None);
+    }
+
+    /// Drops every committed entry of `cf` with `start <= key < end` at the commit (one
+    /// range deletion instead of one per key), before this and the other committed
+    /// transactions' changes are written: their puts in the range stay. Reads in this
+    /// transaction still see those entries: drop only a range all of whose entries the
+    /// batch has dealt with, e.g. the index of timers that all fired.
+    pub fn drop_committed_range(&mut self, cf: Cf, start: Vec<u8>, end: Vec<u8>) {
+        self.dropped_ranges.push((cf, start, end));
     }
 
     fn buffer(&mut self, cf: Cf, key: Vec<u8>, change: Option<Vec<u8>>) {

@@ -258,14 +258,19 @@ pub struct DueTimer {
 pub struct Timers;
 
 impl Timers {
+    /// The timer-index range of `operator`'s timers with `expiry <= deadline`.
+    pub fn due_range(operator: u16, deadline: i64) -> Result<(Vec<u8>, Vec<u8>)> {
+        let start = operator.to_be_bytes().to_vec();
+        let end = match deadline.checked_add(1) {
+            Some(bound) => [&start[..], &layout::sortable_i64(bound)].concat(),
+            None => layout::prefix_end(&start).context("operator id out of range")?,
+        };
+        Ok((start, end))
+    }
+
     /// Every timer of `operator` with `expiry <= deadline`, in expiry order (then key).
     pub fn due(txn: &StateTxn, operator: u16, deadline: i64) -> Result<Vec<DueTimer>> {
-        let start = operator.to_be_bytes();
-        let mut end = operator.to_be_bytes().to_vec();
-        match deadline.checked_add(1) {
-            Some(bound) => end.extend_from_slice(&layout::sortable_i64(bound)),
-            None => end = layout::prefix_end(&start).context("operator id out of range")?,
-        }
+        let (start, end) = Self::due_range(operator, deadline)?;
         let mut out = Vec::new();
         for (raw, _) in txn.scan_range(Cf::TimerIndex, &start, Some(&end))? {
             let (expiry, key_group, key) = layout::split_timer_index_key(&raw).ok_or_else(|| corrupt("timer index"))?;

@@ -61,29 +61,39 @@ def _key(parts: list) -> Key:
     return Key(values, types)
 
 
-def _rows(batch: Any, schema: Schema, start: int = 0, end: Optional[int] = None) -> Rows:
-    """Rows `start..end` (all by default) of a WIT row batch."""
-    end = batch.num_rows if end is None else end
-    whole = start == 0 and end == batch.num_rows
+def _columns(batch: Any, schema: Schema) -> list:
+    """A WIT row batch's columns as (data type, values or (data, offsets), validity),
+    checked once for every key of a call."""
     columns = []
     for field, column in zip(schema, batch.columns):
         data_type = DataType[type(column.values).__name__.split("_", 1)[1].upper()]
         value = column.values.value
-        validity = column.validity if whole or column.validity is None else _bits(column.validity, start, end)
         if data_type in (DataType.UTF8, DataType.BINARY):
             offsets = value.offsets
             if len(offsets) != batch.num_rows + 1 or (offsets and offsets[-1] > len(value.data)):
                 raise EddyError(f"column `{field.name}`: {len(offsets)} offsets for {batch.num_rows} rows")
+            value = (value.data, offsets)
+        columns.append((data_type, value, column.validity))
+    return columns
+
+
+def _rows(columns: list, schema: Schema, num_rows: int, start: int = 0, end: Optional[int] = None) -> Rows:
+    """Rows `start..end` (all by default) of a batch's `columns` (from `_columns`)."""
+    end = num_rows if end is None else end
+    whole = start == 0 and end == num_rows
+    out = []
+    for data_type, value, validity in columns:
+        if not whole and validity is not None:
+            validity = _bits(validity, start, end)
+        if data_type is DataType.UTF8 or data_type is DataType.BINARY:
+            data, offsets = value
             if not whole:
                 base = offsets[start]
-                value_data = value.data[base:offsets[end]]
-                offsets = [offset - base for offset in offsets[start:end + 1]]
-                columns.append(ColumnData(data_type, None, validity, varlen=(value_data, offsets)))
-                continue
-            columns.append(ColumnData(data_type, None, validity, varlen=(value.data, offsets)))
+                data, offsets = data[base:offsets[end]], [offset - base for offset in offsets[start:end + 1]]
+            out.append(ColumnData(data_type, None, validity, varlen=(data, offsets)))
         else:
-            columns.append(ColumnData(data_type, value if whole else value[start:end], validity))
-    return Rows(schema, end - start, columns)
+            out.append(ColumnData(data_type, value if whole else value[start:end], validity))
+    return Rows(schema, end - start, out)
 
 
 def _bits(validity: bytes, start: int, end: int) -> bytes:
@@ -166,6 +176,7 @@ class _Handler:
             if held != rows.num_rows:
                 raise EddyError(f"the host handed over {rows.num_rows} rows for keys that hold {held}")
             tv = _timer_values(timer_values)
+            columns = _columns(rows, driver.ctx.input_schema)
             output = driver.output()
             ends = []
             start = 0
@@ -175,7 +186,7 @@ class _Handler:
                 end = start + key_rows.num_rows
                 key = _key(key_rows.key)
                 driver.store.backend.select_key(index, key)
-                batch = _rows(rows, driver.ctx.input_schema, start, end)
+                batch = _rows(columns, driver.ctx.input_schema, rows.num_rows, start, end)
                 driver.keyed(driver.processor.handle_input_rows, key, batch, tv, output)
                 ends.append(output._end_handler())
                 start = end
@@ -210,7 +221,7 @@ class _Handler:
             schema = driver.spec.initial_state_schema
             if schema is None:
                 raise EddyError("initial-state rows arrived but no initial-state schema is known")
-            batch = _rows(initial_state, schema)
+            batch = _rows(_columns(initial_state, schema), schema, initial_state.num_rows)
             driver.keyed(driver.processor.handle_initial_state, _key(key), batch, _timer_values(timer_values))
         except BaseException as e:
             raise _fail(e) from None

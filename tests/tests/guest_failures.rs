@@ -118,6 +118,38 @@ fn opening_an_undeclared_variable_is_refused() {
     );
 }
 
+/// A call hands over several keys; whichever of them fails, the error names it.
+#[test]
+fn a_failure_in_a_call_over_several_keys_names_the_key_that_failed() {
+    let mut p = Scripted::new(value_config(), InstanceLimits::default());
+    let keys: Vec<String> = (0..50).map(|i| format!("k{i}")).collect();
+    let mut commands: Vec<_> = keys.iter().map(|key| cmd(key, "value.set", "v").v("x")).collect();
+    commands.push(cmd("k37", "fail", "").v("k37 is broken"));
+    let error = p.run(1_000, &commands).expect_err("one key fails");
+    assert_eq!(
+        error.to_string(),
+        r#"module 'scripted.wasm' failed in handle-input-rows for key ["k37"]: row 1 (fail): k37 is broken"#
+    );
+}
+
+/// The `scope` imports refuse indexes that are not the call's, naming the module,
+/// the handler and the key that was current.
+#[test]
+fn selecting_a_key_or_taking_a_timer_that_is_not_the_call_s_traps() {
+    let mut p = Scripted::new(value_config(), InstanceLimits::default());
+    let error = p.run(1_000, &[cmd("k", "scope.select", "").v("7")]).expect_err("no key 7");
+    assert_eq!(
+        error.to_string(),
+        r#"module 'scripted.wasm' trapped in handle-input-rows for key ["k"]: select-key named key 7 of a call over 1 keys; the processor's SDK selects each key of the call in turn"#
+    );
+    let mut p = Scripted::new(value_config(), InstanceLimits::default());
+    let error = p.run(1_000, &[cmd("k", "scope.take", "").v("0")]).expect_err("no timers");
+    assert_eq!(
+        error.to_string(),
+        r#"module 'scripted.wasm' trapped in handle-input-rows for key ["k"]: take-timer named timer 0 of a call over 0 timers; take-timer is only for the timers of the current handle-expired-timers call"#
+    );
+}
+
 #[test]
 fn a_module_for_another_contract_version_is_refused() {
     let runtime = WasmRuntime::new(None).expect("runtime");

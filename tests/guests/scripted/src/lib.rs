@@ -52,6 +52,8 @@
 //! | `sandbox.random`  | —         | a JSON number: a `u64` from WASI random          |
 //! | `sandbox.env`     | —         | `[env var count, arg count]`                    |
 //! | `sandbox.fs`      | v         | whether reading file v (default `/etc/passwd`) succeeded: `true` / `false` |
+//! | `scope.select`    | v         | calls the raw `select-key(v)` import (a misbehaving SDK) |
+//! | `scope.take`      | v         | calls the raw `take-timer(v)` import: `true` / `false` |
 //! | `query.info`      | —         | `["query id","run id"]` as `init` was told      |
 //! | `batch.id`        | —         | the batch id of the call's timer values         |
 //!
@@ -139,6 +141,12 @@ impl<'a> Command<'a> {
         v.parse().map_err(|_| Error::msg(format!("`{}` needs v = microseconds, got `{v}`", self.op)))
     }
 
+    /// v as an index of the call's keys or timers.
+    fn index(&self) -> Result<u32> {
+        let v = self.v()?;
+        v.parse().map_err(|_| Error::msg(format!("`{}` needs v = an index, got `{v}`", self.op)))
+    }
+
     /// v as `COUNTxBYTES`.
     fn count_and_bytes(&self) -> Result<(usize, usize)> {
         let v = self.v()?;
@@ -200,6 +208,11 @@ impl Scripted {
             "timer.register" => self.timers.register(cmd.micros()?).and_then(|_| null()),
             "timer.delete" => self.timers.delete(cmd.micros()?).and_then(|_| null()),
             "timer.list" => json(self.timers.list()?),
+            "scope.select" => {
+                eddy_guest::bindings::eddy::processor::scope::select_key(cmd.index()?);
+                null()
+            }
+            "scope.take" => json(eddy_guest::bindings::eddy::processor::scope::take_timer(cmd.index()?)),
             "query.info" => json(&self.query),
             "batch.id" => json(self.batch_id),
             "timer.register-many" => {

@@ -285,18 +285,39 @@ fn the_checkpoint_keeps_only_the_retained_batches() {
     assert!(metadata.contains("\"keyGroups\": 128"), "{metadata}");
 }
 
+/// A pipeline of the `scripted` processor keyed by `key`, reading `input/` (with
+/// `source_lines`) and writing JSON to `out/`; `operator_lines` go into `[operator]`.
+fn scripted_spec(source_lines: &str, operator_lines: &str, trigger: &str) -> String {
+    let wasm = repo_root().join("build/wasm/scripted.wasm");
+    format!(
+        "[[source]]\nformat = \"json\"\npath = \"input\"\n{source_lines}\n\
+         schema = \"key STRING, op STRING, name STRING, k STRING, v STRING\"\n\n\
+         [operator]\nmodule = {wasm:?}\nkey = [\"key\"]\noutput-mode = \"update\"\n{operator_lines}\n\n\
+         [sink]\nformat = \"json\"\npath = \"out\"\n\n[trigger]\n{trigger}\n"
+    )
+}
+
+/// Every (op, result) row of output part `batch` in `dir`, sorted.
+fn scripted_results(dir: &Path, batch: u64) -> Vec<(String, String)> {
+    let part = std::fs::read_to_string(dir.join(format!("out/part-{batch:05}.jsonl"))).expect("part");
+    let mut rows: Vec<(String, String)> = part
+        .lines()
+        .map(|line| {
+            let row: serde_json::Value = serde_json::from_str(line).expect("json");
+            (row["op"].as_str().expect("op").to_string(), row["result"].as_str().expect("result").to_string())
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
 /// The random numbers the `scripted` processor drew, one per key, in a query of its
 /// own (checkpoint in `dir`) with two shards.
 fn random_draws(dir: &Path, keys: &[&str]) -> Vec<String> {
     std::fs::create_dir_all(dir.join("input")).expect("input dir");
     let lines: String = keys.iter().map(|key| format!("{{\"key\":\"{key}\",\"op\":\"sandbox.random\"}}\n")).collect();
     std::fs::write(dir.join("input/commands.jsonl"), lines).expect("file");
-    let wasm = repo_root().join("build/wasm/scripted.wasm");
-    let spec = format!(
-        "[[source]]\nformat = \"json\"\npath = \"input\"\nschema = \"key STRING, op STRING, name STRING, k STRING, v STRING\"\n\n\
-         [operator]\nmodule = {wasm:?}\nkey = [\"key\"]\noutput-mode = \"update\"\nparallelism = 2\n\n\
-         [sink]\nformat = \"json\"\npath = \"out\"\n\n[trigger]\nonce = true\n"
-    );
+    let spec = scripted_spec("", "parallelism = 2", "once = true");
     let (summary, _) = run(dir, &spec, RunOptions::default());
     assert_eq!(summary.input_rows, keys.len() as u64);
     let part = std::fs::read_to_string(dir.join("out/part-00000.jsonl")).expect("part");
@@ -332,13 +353,7 @@ fn shards_and_queries_draw_different_random_numbers() {
 fn the_processor_is_told_its_query_run_and_batch() {
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::create_dir_all(dir.path().join("input")).expect("input dir");
-    let wasm = repo_root().join("build/wasm/scripted.wasm");
-    let spec = format!(
-        "[[source]]\nformat = \"json\"\npath = \"input\"\nmax-files-per-trigger = 1\n\
-         schema = \"key STRING, op STRING, name STRING, k STRING, v STRING\"\n\n\
-         [operator]\nmodule = {wasm:?}\nkey = [\"key\"]\noutput-mode = \"update\"\n\n\
-         [sink]\nformat = \"json\"\npath = \"out\"\n\n[trigger]\navailable-now = true\n"
-    );
+    let spec = scripted_spec("max-files-per-trigger = 1", "", "available-now = true");
     let commands = "{\"key\":\"a\",\"op\":\"query.info\"}\n{\"key\":\"b\",\"op\":\"batch.id\"}\n";
     for file in ["0", "1"] {
         std::fs::write(dir.path().join(format!("input/{file}.jsonl")), commands).expect("file");
@@ -356,15 +371,7 @@ fn the_processor_is_told_its_query_run_and_batch() {
             &std::fs::read_to_string(checkpoint.join(format!("progress/{batch}.json"))).expect("progress"),
         )
         .expect("json");
-        let part = std::fs::read_to_string(dir.path().join(format!("out/part-{batch:05}.jsonl"))).expect("part");
-        let mut results: Vec<(String, String)> = part
-            .lines()
-            .map(|line| {
-                let row: serde_json::Value = serde_json::from_str(line).expect("json");
-                (row["op"].as_str().expect("op").to_string(), row["result"].as_str().expect("result").to_string())
-            })
-            .collect();
-        results.sort();
+        let results = scripted_results(dir.path(), batch);
         let told = serde_json::json!([query_id, progress["runId"]]).to_string();
         let expected = vec![("batch.id".to_string(), batch.to_string()), ("query.info".to_string(), told)];
         assert_eq!(results, expected, "batch {batch}");
@@ -384,13 +391,10 @@ fn the_processor_is_told_its_query_run_and_batch() {
 fn a_timer_registered_while_timers_fire_survives_the_commit_and_fires_next() {
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::create_dir_all(dir.path().join("input")).expect("input dir");
-    let wasm = repo_root().join("build/wasm/scripted.wasm");
-    let spec = format!(
-        "[[source]]\nformat = \"json\"\npath = \"input\"\nmax-files-per-trigger = 1\n\
-         schema = \"key STRING, op STRING, name STRING, k STRING, v STRING\"\n\n\
-         [operator]\nmodule = {wasm:?}\nkey = [\"key\"]\noutput-mode = \"update\"\nparallelism = 2\n\n\
-         [operator.config]\ntime_mode = \"processing-time\"\n\n\
-         [sink]\nformat = \"json\"\npath = \"out\"\n\n[trigger]\navailable-now = true\n"
+    let spec = scripted_spec(
+        "max-files-per-trigger = 1",
+        "parallelism = 2\n\n[operator.config]\ntime_mode = \"processing-time\"",
+        "available-now = true",
     );
     // 1001's handler deletes a's 1002 and registers 1003 (scripted's rule for expiries
     // ending in 1); every expiry is long past, so all are due in the batch that makes them.
@@ -406,18 +410,9 @@ fn a_timer_registered_while_timers_fire_survives_the_commit_and_fires_next() {
     }
     let (summary, _) = run(dir.path(), &spec, RunOptions::default());
     assert_eq!(summary.batches, 3);
-    let results = |batch: u32| {
-        let part = std::fs::read_to_string(dir.path().join(format!("out/part-{batch:05}.jsonl"))).expect("part");
-        let mut rows: Vec<String> = part
-            .lines()
-            .map(|line| {
-                let row: serde_json::Value = serde_json::from_str(line).expect("json");
-                format!("{} {}", row["op"].as_str().expect("op"), row["result"].as_str().expect("result"))
-            })
-            .filter(|row| !row.starts_with("timer.register"))
-            .collect();
-        rows.sort();
-        rows
+    let results = |batch: u64| -> Vec<String> {
+        let rows = scripted_results(dir.path(), batch).into_iter().filter(|(op, _)| op != "timer.register");
+        rows.map(|(op, result)| format!("{op} {result}")).collect()
     };
     assert_eq!(results(0), ["timer.fired 1001", "timer.fired 1500", "timer.fired 2000"]);
     assert_eq!(results(1), ["timer.fired 1003", "timer.list [1003]"]);

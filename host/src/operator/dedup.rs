@@ -15,7 +15,7 @@ use arrow::datatypes::{DataType, SchemaRef};
 use super::grouping::group_by_key;
 use super::stage::{BatchTime, Stage, StageOutput, StageStats};
 use crate::pipeline::{DedupRetention, DedupSpec, StageSpec};
-use crate::state::{Cf, KeyScope, OperatorStateSchema, StateKind, StateStore, Timers, VariableDecl};
+use crate::state::{KeyScope, OperatorStateSchema, StateKind, StateStore, Timers, VariableDecl};
 
 /// A deduplication stage.
 pub struct DedupStage {
@@ -181,8 +181,7 @@ impl Stage for DedupStage {
                 stats.state_rows_removed += 1;
             }
             // All due timers are done: their index entries go at the commit as one range.
-            let (start, end) = Timers::due_range(self.operator_id, watermark)?;
-            txn.drop_committed_range(Cf::TimerIndex, start, end);
+            Timers::drop_fired_index(&mut txn, self.operator_id, watermark)?;
         }
         kept.sort_unstable();
         let rows = arrow::compute::take_record_batch(input, &UInt32Array::from(kept))?;

@@ -107,15 +107,6 @@ impl ShardedOperator {
         self.shards.len()
     }
 
-    /// The clock due timers are measured against in a batch at `time`, if timers fire.
-    fn timer_deadline(&self, time: BatchTime) -> Option<i64> {
-        match (self.time_mode(), time.watermark) {
-            (TimeMode::ProcessingTime, _) => Some(time.processing_time),
-            (TimeMode::EventTime, Some(watermark)) => Some(watermark),
-            _ => None,
-        }
-    }
-
     /// Applies the initial state in every shard's transaction.
     fn apply_initial_state(
         &mut self,
@@ -189,7 +180,7 @@ impl Stage for ShardedOperator {
     }
 
     fn timers_due(&mut self, store: &StateStore, time: BatchTime) -> Result<bool> {
-        let Some(deadline) = self.timer_deadline(time) else { return Ok(false) };
+        let Some(deadline) = self.first().timer_deadline(time) else { return Ok(false) };
         Ok(!Timers::due(&store.begin(), self.operator_id, deadline)?.is_empty())
     }
 
@@ -203,9 +194,8 @@ impl Stage for ShardedOperator {
         // Every shard fired every due timer of its key groups, so together they fired all:
         // their index entries go at the commit as one range (not one deletion each, which
         // the next batches' scans for due timers would have to walk past).
-        if let (Some(deadline), Some(txn)) = (self.timer_deadline(time), output.txns.first_mut()) {
-            let (start, end) = Timers::due_range(self.operator_id, deadline)?;
-            txn.drop_committed_range(Cf::TimerIndex, start, end);
+        if let (Some(deadline), Some(txn)) = (self.first().timer_deadline(time), output.txns.first_mut()) {
+            Timers::drop_fired_index(txn, self.operator_id, deadline)?;
         }
         output.stats.run_ms = started.elapsed().as_millis() as u64;
         Ok(output)

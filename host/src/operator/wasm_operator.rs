@@ -374,15 +374,17 @@ impl WasmOperator {
         Ok(handled)
     }
 
+    /// The clock due timers are measured against in a batch at `time`, if timers fire.
+    pub fn timer_deadline(&self, time: BatchTime) -> Option<i64> {
+        match (self.spec.time_mode, time.watermark) {
+            (TimeMode::ProcessingTime, _) => Some(time.processing_time),
+            (TimeMode::EventTime, Some(watermark)) => Some(watermark),
+            _ => None,
+        }
+    }
+
     fn fire_timers(&mut self, time: BatchTime, outputs: &mut OutputRows) -> Result<usize> {
-        let deadline = match self.spec.time_mode {
-            TimeMode::None => return Ok(0),
-            TimeMode::ProcessingTime => time.processing_time,
-            TimeMode::EventTime => match time.watermark {
-                Some(watermark) => watermark,
-                None => return Ok(0),
-            },
-        };
+        let Some(deadline) = self.timer_deadline(time) else { return Ok(0) };
         let operator = self.options.operator_id;
         let txn = self.instance.txn_mut().context("no state transaction during the batch")?;
         let owned = self.options.key_group_range.clone();

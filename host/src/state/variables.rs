@@ -258,8 +258,17 @@ pub struct DueTimer {
 pub struct Timers;
 
 impl Timers {
+    /// Drops, at `txn`'s commit, the index entries of every timer of `operator` with
+    /// `expiry <= deadline` as one range (see [`StateTxn::drop_committed_range`]): for a
+    /// batch that handled every due timer (timers registered meanwhile stay).
+    pub fn drop_fired_index(txn: &mut StateTxn, operator: u16, deadline: i64) -> Result<()> {
+        let (start, end) = Self::due_range(operator, deadline)?;
+        txn.drop_committed_range(Cf::TimerIndex, start, end);
+        Ok(())
+    }
+
     /// The timer-index range of `operator`'s timers with `expiry <= deadline`.
-    pub fn due_range(operator: u16, deadline: i64) -> Result<(Vec<u8>, Vec<u8>)> {
+    fn due_range(operator: u16, deadline: i64) -> Result<(Vec<u8>, Vec<u8>)> {
         let start = operator.to_be_bytes().to_vec();
         let end = match deadline.checked_add(1) {
             Some(bound) => [&start[..], &layout::sortable_i64(bound)].concat(),

@@ -14,10 +14,46 @@
 //! Stores written before this format have one entry per change (`batch u64 | state key`
 //! → `0 | value` or `1`); they are still read.
 
+use std::sync::{Arc, Mutex};
+
 use anyhow::{Result, bail};
 
 /// How large a chunk grows before the next one starts.
 const CHUNK_BYTES: usize = 4 << 20;
+
+/// The capacity a chunk is made with: room for its last record past [`CHUNK_BYTES`].
+const CHUNK_CAPACITY: usize = CHUNK_BYTES + 64 * 1024;
+
+/// How many written chunks a [`SpareChunks`] keeps (their memory stays with the process).
+const SPARE_CHUNKS_KEPT: usize = 8;
+
+/// Chunks whose records were written to the store, kept for the next batch's records:
+/// a fresh chunk's pages are each zeroed by the kernel as they are first written (a
+/// tenth of a busy batch's time went there), a reused one's are not.
+#[derive(Clone, Debug, Default)]
+pub struct SpareChunks(Arc<Mutex<Vec<Vec<u8>>>>);
+
+impl SpareChunks {
+    /// An empty chunk: a spare one if there is one.
+    fn take(&self) -> Vec<u8> {
+        let spare = self.0.lock().ok().and_then(|mut spare| spare.pop());
+        spare.unwrap_or_else(|| Vec::with_capacity(CHUNK_CAPACITY))
+    }
+
+    /// Keeps `chunk`, whose records were written, for reuse (one of another size, or
+    /// past the number kept, is dropped).
+    pub fn give_back(&self, mut chunk: Vec<u8>) {
+        if chunk.capacity() != CHUNK_CAPACITY {
+            return;
+        }
+        chunk.clear();
+        if let Ok(mut spare) = self.0.lock()
+            && spare.len() < SPARE_CHUNKS_KEPT
+        {
+            spare.push(chunk);
+        }
+    }
+}
 
 /// The length of a chunk entry's key.
 const CHUNK_KEY_LEN: usize = 12;
@@ -32,22 +68,21 @@ pub struct ChangeLogWriter {
     chunk: Vec<u8>,
     /// How many chunks were taken.
     taken: u32,
-    /// The bytes the changes still to come are expected to take.
-    expected: usize,
+    /// Where full chunks come from.
+    spare: SpareChunks,
 }
 
 impl ChangeLogWriter {
-    /// A writer for batch `batch_id`'s changes, about `expected` bytes of keys and values.
-    pub fn new(batch_id: u64, expected: usize) -> Self {
-        ChangeLogWriter { batch_id, chunk: Vec::new(), taken: 0, expected }
+    /// A writer for batch `batch_id`'s changes, its chunks from `spare`.
+    pub fn new(batch_id: u64, spare: SpareChunks) -> Self {
+        ChangeLogWriter { batch_id, chunk: Vec::new(), taken: 0, spare }
     }
 
     /// Records that `key` became `value` (`None`: was deleted); returns the entry of a
     /// chunk this filled, to be written now (so whole chunks are not held until the end).
     pub fn record(&mut self, key: &[u8], value: Option<&[u8]>) -> Option<(Vec<u8>, Vec<u8>)> {
         if self.chunk.capacity() == 0 {
-            self.chunk = Vec::with_capacity(self.expected.clamp(4096, CHUNK_BYTES + 64 * 1024));
-            self.expected = self.expected.saturating_sub(CHUNK_BYTES);
+            self.chunk = self.spare.take();
         }
         push_record(&mut self.chunk, key, value);
         (self.chunk.len() >= CHUNK_BYTES).then(|| self.take())
@@ -75,18 +110,24 @@ impl ChangeLogWriter {
 
 /// Change-log records a stage makes itself (of entries it writes unlogged, e.g. packed
 /// ones, see [`packed`](super::packed)), in chunks of about [`CHUNK_BYTES`].
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ChangeRecords {
     chunks: Vec<Vec<u8>>,
     bytes: usize,
+    spare: SpareChunks,
 }
 
 impl ChangeRecords {
+    /// No records yet; chunks come from `spare`.
+    pub fn new(spare: SpareChunks) -> Self {
+        ChangeRecords { chunks: Vec::new(), bytes: 0, spare }
+    }
+
     /// Records that `key` became `value` (`None`: was deleted).
     pub fn push(&mut self, key: &[u8], value: Option<&[u8]>) {
         if self.chunks.last().is_none_or(|chunk| chunk.len() >= CHUNK_BYTES) {
             // A chunk is sized once: grown by doubling it would be copied each time.
-            self.chunks.push(Vec::with_capacity(CHUNK_BYTES + 64 * 1024));
+            self.chunks.push(self.spare.take());
         }
         if let Some(chunk) = self.chunks.last_mut() {
             let before = chunk.len();
@@ -178,7 +219,7 @@ mod tests {
 
     #[test]
     fn changes_round_trip_across_chunks() -> Result<()> {
-        let mut writer = ChangeLogWriter::new(7, 0);
+        let mut writer = ChangeLogWriter::new(7, SpareChunks::default());
         let big = vec![9u8; CHUNK_BYTES];
         let mut entries = Vec::new();
         entries.extend(writer.record(b"a", Some(b"1")));

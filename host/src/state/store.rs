@@ -15,7 +15,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, ReadOptions, WriteBatch, WriteOptions};
 
-use super::changelog::{ChangeLogWriter, ChangeRecords};
+use super::changelog::{ChangeLogWriter, ChangeRecords, SpareChunks};
 use super::layout;
 use crate::pipeline::CHANGE_OVERHEAD_BYTES;
 
@@ -82,6 +82,8 @@ const CHANGELOG_MEMTABLE_BYTES: usize = 32 << 20;
 pub struct StateStore {
     db: Arc<DB>,
     path: PathBuf,
+    /// Change-log chunks written by earlier commits, reused by later batches.
+    spare_chunks: SpareChunks,
 }
 
 impl StateStore {
@@ -105,7 +107,7 @@ impl StateStore {
                 path.display()
             )
         })?;
-        Ok(Self { db: Arc::new(db), path: path.to_path_buf() })
+        Ok(Self { db: Arc::new(db), path: path.to_path_buf(), spare_chunks: SpareChunks::default() })
     }
 
     /// Where the store lives.
@@ -121,7 +123,7 @@ impl StateStore {
             prefetched: HashMap::new(),
             blind: Vec::new(),
             unlogged: Vec::new(),
-            records: ChangeRecords::default(),
+            records: ChangeRecords::new(self.spare_chunks.clone()),
             self_logged: Vec::new(),
             dropped_ranges: Vec::new(),
             buffered_bytes: 0,
@@ -142,7 +144,7 @@ impl StateStore {
         // change's key and value plus 64, about what the two copies take.
         let buffered: u64 = txns.iter().map(StateTxn::buffered_bytes).sum();
         let mut batch = WriteBatch::with_capacity_bytes(buffered as usize + buffered as usize / 4 + 4096);
-        let mut log = ChangeLogWriter::new(batch_id, buffered as usize);
+        let mut log = ChangeLogWriter::new(batch_id, self.spare_chunks.clone());
         let changelog = self.cf_handle(CHANGELOG)?;
         // Dropped ranges first, so that every transaction's own puts in them stay; its
         // deletes there are already done by the range.
@@ -172,7 +174,8 @@ impl StateStore {
                 batch.put_cf(cf, key, value);
             }
             for chunk in txn.records.into_chunks() {
-                batch.put_cf(changelog, log.next_chunk_key(), chunk);
+                batch.put_cf(changelog, log.next_chunk_key(), &chunk);
+                self.spare_chunks.give_back(chunk);
             }
             // State changes in key order (RocksDB inserts a sorted run fastest); of a key
             // changed twice blindly, the last change.
@@ -188,7 +191,8 @@ impl StateStore {
             });
             for (key, change) in changes {
                 if let Some((log_key, chunk)) = log.record(&key, change.as_deref()) {
-                    batch.put_cf(changelog, log_key, chunk);
+                    batch.put_cf(changelog, log_key, &chunk);
+                    self.spare_chunks.give_back(chunk);
                 }
                 match change {
                     Some(value) => batch.put_cf(cf, key, value),
@@ -207,7 +211,8 @@ impl StateStore {
             }
         }
         if let Some((log_key, chunk)) = log.finish() {
-            batch.put_cf(changelog, log_key, chunk);
+            batch.put_cf(changelog, log_key, &chunk);
+            self.spare_chunks.give_back(chunk);
         }
         batch.put_cf(self.cf_handle(Cf::Meta.name())?, COMMITTED_BATCH, batch_id.to_be_bytes());
         let mut options = WriteOptions::default();

@@ -190,7 +190,8 @@ impl OpenWindows {
 
     /// Removes and returns every window ending at or before `watermark`, by end.
     pub fn close_until(&mut self, watermark: i64) -> Vec<Closed> {
-        let mut closed = Vec::new();
+        let closing = self.ends.iter().take_while(|((end, _), _)| *end <= watermark).map(|(_, w)| w.len()).sum();
+        let mut closed = Vec::with_capacity(closing);
         while let Some(entry) = self.ends.first_entry() {
             if entry.key().0 > watermark {
                 break;

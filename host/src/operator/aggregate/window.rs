@@ -419,21 +419,22 @@ impl WindowStage {
         stats: &mut StageStats,
     ) -> Vec<(Arc<[u8]>, WindowState)> {
         let closed = open.close_until(watermark);
-        let mut out = Vec::with_capacity(closed.len());
-        for (key, key_group, window) in closed {
-            scratch.encode_key(self, key_group, &key, window.start);
-            txn.log_change(&scratch.key, None);
-            // Its packed copy goes with its bucket; an entry of its own is deleted here.
-            let at = (key, window.start);
-            if self.is_session() || open.is_single(&at) {
-                txn.delete_unlogged(scratch.key.clone());
-                open.set_single(at.clone(), false);
-            }
-            stats.entries_evicted += 1;
-            stats.state_rows_removed += 1;
-            out.push((at.0, window));
-        }
-        out
+        closed
+            .into_iter()
+            .map(|(key, key_group, window)| {
+                scratch.encode_key(self, key_group, &key, window.start);
+                txn.log_change(&scratch.key, None);
+                // Its packed copy goes with its bucket; an entry of its own is deleted here.
+                let at = (key, window.start);
+                if self.is_session() || open.is_single(&at) {
+                    txn.delete_unlogged(scratch.key.clone());
+                    open.set_single(at.clone(), false);
+                }
+                stats.entries_evicted += 1;
+                stats.state_rows_removed += 1;
+                (at.0, window)
+            })
+            .collect()
     }
 }
 
@@ -530,11 +531,11 @@ impl Stage for WindowStage {
         });
         let mut stats = StageStats { name: self.name.clone(), ..StageStats::default() };
         let mut txns = Vec::with_capacity(ran.len());
-        let mut output: Vec<(Arc<[u8]>, WindowState)> = Vec::new();
+        let mut outputs: Vec<Vec<(Arc<[u8]>, WindowState)>> = Vec::with_capacity(ran.len());
         for shard in ran {
             let shard = shard?;
             txns.push(shard.txn);
-            output.extend(shard.output);
+            outputs.push(shard.output);
             for (total, part) in [
                 (&mut stats.keys_with_input, shard.stats.keys_with_input),
                 (&mut stats.rows_dropped_by_watermark, shard.stats.rows_dropped_by_watermark),
@@ -553,11 +554,12 @@ impl Stage for WindowStage {
                     self.spec.max_complete_rows
                 );
             }
-            output = shards.iter().flat_map(|open| open.all().map(|(key, w)| (key.clone(), w.clone()))).collect();
+            outputs = vec![shards.iter().flat_map(|open| open.all().map(|(key, w)| (key.clone(), w.clone()))).collect()];
         }
-        // By window, then group (in the keys' encoded order).
-        output.sort_unstable_by(|(a_key, a), (b_key, b)| (a.start, a.end, &**a_key).cmp(&(b.start, b.end, &**b_key)));
-        let output: Vec<(&[u8], &WindowState)> = output.iter().map(|(group, window)| (&**group, window)).collect();
+        // By window, then group (in the keys' encoded order); references sorted, not windows.
+        let mut output: Vec<(&[u8], &WindowState)> =
+            outputs.iter().flatten().map(|(group, window)| (&**group, window)).collect();
+        output.sort_unstable_by(|(a_key, a), (b_key, b)| (a.start, a.end, *a_key).cmp(&(b.start, b.end, *b_key)));
         let rows = running::output_rows(&self.output_schema, self.group_indices.len(), true, &self.functions, &output)?;
         for open in &mut shards {
             open.advance_to(time.batch_id);

@@ -17,7 +17,7 @@ use arrow::json::ReaderBuilder;
 use super::json_columns::StrictColumns;
 use super::json_syntax::check_lines;
 use super::records::{Span, separate};
-use super::{BadRecord, Decoded, decode_file, reason, record_text};
+use super::{BadRecord, Cores, Decoded, decode_file, reason, record_text};
 use crate::pipeline::FileFormat;
 
 const ROWS_PER_DECODE: usize = 8192;
@@ -34,8 +34,12 @@ pub fn decode_json_lines(bytes: &[u8], schema: &SchemaRef, origin: &Path) -> Res
 
 /// Decodes `bytes`; on failure, separates the bad lines (only the first with
 /// `first_only`).
-pub(super) fn decode(bytes: &[u8], schema: &SchemaRef, first_only: bool) -> Result<Decoded> {
-    if let Ok(rows) = decode_in_pieces(bytes, schema) {
+pub(super) fn decode(bytes: &[u8], schema: &SchemaRef, first_only: bool, cores: Cores) -> Result<Decoded> {
+    let decoded = match cores {
+        Cores::All => decode_in_pieces(bytes, schema),
+        Cores::One => decode_all(bytes, schema),
+    };
+    if let Ok(rows) = decoded {
         return Ok(Decoded { rows, bad_records: Vec::new() });
     }
     let spans = line_spans(bytes);
@@ -159,7 +163,7 @@ mod tests {
     fn separates_bad_lines_from_good_ones() {
         let schema = parse_schema("user STRING, amount BIGINT NOT NULL").expect("schema");
         let bytes = b"{\"user\":\"a\",\"amount\":1}\nnot json\r\n{\"user\":\"b\",\"amount\":2}\n\n{\"user\":\"c\"}\n{\"amount\":3}";
-        let decoded = decode(bytes, &schema, false).expect("decodes");
+        let decoded = decode(bytes, &schema, false, Cores::All).expect("decodes");
         let amounts = decoded.rows.column(1).as_any().downcast_ref::<Int64Array>().expect("ints");
         assert_eq!(amounts.values().to_vec(), [1, 2, 3]);
         let bad: Vec<(usize, &str)> = decoded.bad_records.iter().map(|b| (b.line, b.record.as_str())).collect();

@@ -53,8 +53,29 @@ pub fn decode_file(
     origin: &Path,
     tolerate_bad: bool,
 ) -> Result<Decoded> {
+    decode_file_on(Cores::All, format, bytes, schema, origin, tolerate_bad)
+}
+
+/// The cores a decoding may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cores {
+    /// One piece per core (JSON lines past 1 MiB): for a batch waiting on the rows.
+    All,
+    /// The calling thread's: for decoding in the background while a batch runs.
+    One,
+}
+
+/// [`decode_file`] on `cores`.
+pub fn decode_file_on(
+    cores: Cores,
+    format: &FileFormat,
+    bytes: &[u8],
+    schema: &SchemaRef,
+    origin: &Path,
+    tolerate_bad: bool,
+) -> Result<Decoded> {
     let decoded = match format {
-        FileFormat::Json => json::decode(bytes, schema, !tolerate_bad)?,
+        FileFormat::Json => json::decode(bytes, schema, !tolerate_bad, cores)?,
         FileFormat::Csv { header, delimiter } => csv::decode(bytes, schema, *header, *delimiter, !tolerate_bad)?,
     };
     if !tolerate_bad && let Some(bad) = decoded.bad_records.first() {

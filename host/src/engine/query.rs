@@ -157,6 +157,9 @@ impl Query {
         let output = self
             .run_stages(input.rows.clone(), input.time)
             .with_context(|| format!("batch {batch_id} failed; nothing of it was committed"))?;
+        for source in &mut self.sources {
+            source.read_ahead(&self.store);
+        }
         let sink_bytes_before = self.sink.bytes_written();
         let sink_ms = self.publish(batch_id, &output.rows)?;
         pause_after_publish();

@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 
 use super::dead_letter::DeadLetters;
 use super::listing::{InputFile, file_path, list_files};
+use super::read_ahead::{Decoding, READ_AHEAD_MAX_BYTES, ReadAhead};
 use super::{Source, SourceBatch, meta_key};
 use crate::checkpoint::{CheckpointDir, LoggedFile, SourceLog};
 use crate::decode::{check_schema, decode_file};
@@ -43,6 +44,11 @@ pub(super) struct FileSource {
     /// Names the store showed committed (a committed file stays committed), so that
     /// each trigger looks up only the files it has not seen committed yet.
     seen_committed: RefCell<HashSet<String>>,
+    /// The files of the batch last read (not committed yet), whose successors are the
+    /// next batch's likely files.
+    last_read: Vec<(InputFile, u64)>,
+    /// The files the next batch will likely read, being read (see [`ReadAhead`]).
+    read_ahead: Option<ReadAhead>,
 }
 
 /// The committed count of consumed files.
@@ -80,6 +86,8 @@ impl FileSource {
             bound: None,
             log: checkpoint.source_log(index),
             seen_committed: RefCell::default(),
+            last_read: Vec::new(),
+            read_ahead: None,
         })
     }
 
@@ -112,10 +120,11 @@ impl FileSource {
         Ok(count.committed)
     }
 
-    /// The next batch's files with their sizes: those not committed yet and within the
-    /// bound, in name order, at most max-files-per-trigger of them and up to
-    /// max-bytes-per-trigger bytes (but at least one).
-    fn pending(&self, store: &StateStore) -> Result<Vec<(InputFile, u64)>> {
+    /// The next batch's files with their sizes: those not committed yet (nor among
+    /// `taken`: files of a batch not committed yet) and within the bound, in name order,
+    /// at most max-files-per-trigger of them and up to max-bytes-per-trigger bytes (but
+    /// at least one).
+    fn pending(&self, store: &StateStore, taken: &[(InputFile, u64)]) -> Result<Vec<(InputFile, u64)>> {
         let mut pending = Vec::new();
         let mut bytes = 0u64;
         for file in list_files(&self.path, &self.format).with_context(|| format!("source '{}'", self.name))? {
@@ -123,7 +132,7 @@ impl FileSource {
                 break;
             }
             let in_bound = self.bound.as_ref().is_none_or(|bound| bound.contains(&file.name));
-            if !in_bound || self.is_committed(store, &file.name)? {
+            if !in_bound || taken.iter().any(|(t, _)| t.name == file.name) || self.is_committed(store, &file.name)? {
                 continue;
             }
             let size = std::fs::metadata(&file.path)
@@ -138,17 +147,26 @@ impl FileSource {
         Ok(pending)
     }
 
-    /// Reads and decodes `files` as batch `batch_id`, applying the bad-record policy.
-    fn read_batch(&self, store: &StateStore, batch_id: u64, files: Vec<InputFile>) -> Result<SourceBatch> {
+    /// Reads and decodes `files` (with their sizes) as batch `batch_id`, applying the
+    /// bad-record policy; then starts reading the next batch's files ahead.
+    fn read_batch(&mut self, store: &StateStore, batch_id: u64, sized: Vec<(InputFile, u64)>) -> Result<SourceBatch> {
         let tolerate_bad = self.on_bad_record != BadRecordPolicy::Fail;
         let mut dead_letters = DeadLetters::new(&self.name);
-        let mut batches = Vec::with_capacity(files.len());
+        let mut batches = Vec::with_capacity(sized.len());
         let mut bytes_read = 0;
-        for file in &files {
-            let bytes = std::fs::read(&file.path)
-                .with_context(|| format!("source '{}': cannot read input file {}", self.name, file.path.display()))?;
-            bytes_read += bytes.len() as u64;
-            let decoded = decode_file(&self.format, &bytes, &self.schema, &file.path, tolerate_bad)?;
+        let names: Vec<(String, u64)> = sized.iter().map(|(file, size)| (file.name.clone(), *size)).collect();
+        let mut ahead = self.read_ahead.take().and_then(|ahead| ahead.take(&names)).unwrap_or_default().into_iter();
+        for (file, _) in &sized {
+            let (bytes, decoded) = match ahead.next().flatten() {
+                Some(read) => read,
+                None => {
+                    let bytes = std::fs::read(&file.path).with_context(|| {
+                        format!("source '{}': cannot read input file {}", self.name, file.path.display())
+                    })?;
+                    (bytes.len() as u64, decode_file(&self.format, &bytes, &self.schema, &file.path, tolerate_bad)?)
+                }
+            };
+            bytes_read += bytes;
             dead_letters.add(&file.path, &decoded.bad_records)?;
             batches.push(decoded.rows);
         }
@@ -157,13 +175,13 @@ impl FileSource {
         }
         let rows = concat_batches(&self.schema, &batches)?;
         let before = self.committed_count(store)?;
-        let after = before + files.len() as u64;
-        let names: Vec<&str> = files.iter().map(|file| file.name.as_str()).collect();
-        let mut commit = Vec::with_capacity(files.len() + 1);
-        for name in &names {
+        let after = before + sized.len() as u64;
+        let mut commit = Vec::with_capacity(sized.len() + 1);
+        for (name, _) in &names {
             commit.push((self.file_key(name), serde_json::to_vec(&Consumed { batch: batch_id })?));
         }
         commit.push((self.count_key(), serde_json::to_vec(&Count { committed: after })?));
+        self.last_read = sized;
         Ok(SourceBatch {
             rows,
             bytes: bytes_read,
@@ -202,13 +220,13 @@ impl Source for FileSource {
     }
 
     fn next_batch(&mut self, store: &StateStore, batch_id: u64, _now_us: i64) -> Result<Option<SourceBatch>> {
-        let pending = self.pending(store)?;
+        let pending = self.pending(store, &[])?;
         if pending.is_empty() {
             return Ok(None);
         }
         let logged = pending.iter().map(|(file, size)| LoggedFile { name: file.name.clone(), size: *size }).collect();
         self.log.write(batch_id, logged)?;
-        self.read_batch(store, batch_id, pending.into_iter().map(|(file, _)| file).collect()).map(Some)
+        self.read_batch(store, batch_id, pending).map(Some)
     }
 
     fn replan_batch(
@@ -250,9 +268,26 @@ impl Source for FileSource {
                     logged.size
                 );
             }
-            files.push(InputFile { name: name.clone(), path });
+            files.push((InputFile { name: name.clone(), path }, size));
         }
         self.read_batch(store, batch_id, files).map(Some)
+    }
+
+    /// Starts reading ahead the files the batch after the one last read would take, if
+    /// any and not too large. Only a guess: failing to make it is not an error.
+    fn read_ahead(&mut self, store: &StateStore) {
+        let taken = std::mem::take(&mut self.last_read);
+        let Ok(next) = self.pending(store, &taken) else { return };
+        if next.is_empty() || next.iter().map(|(_, size)| size).sum::<u64>() > READ_AHEAD_MAX_BYTES {
+            return;
+        }
+        let decoding = Decoding {
+            format: self.format.clone(),
+            schema: self.schema.clone(),
+            tolerate_bad: self.on_bad_record != BadRecordPolicy::Fail,
+        };
+        let files = next.into_iter().map(|(file, size)| (file.name, file.path, size)).collect();
+        self.read_ahead = ReadAhead::start(files, decoding).ok();
     }
 
     fn caught_up(&self, store: &StateStore) -> Result<bool> {

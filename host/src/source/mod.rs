@@ -12,6 +12,7 @@ mod files;
 mod kafka;
 mod listing;
 mod rate;
+mod read_ahead;
 
 use anyhow::{Result, bail};
 use arrow::array::RecordBatch;
@@ -96,6 +97,11 @@ pub trait Source: Send {
         }
         Ok(planned)
     }
+
+    /// Called once the batch just planned has run its stages (its output and commit
+    /// are next, on one core): a source may start reading what the next batch will
+    /// likely take (the file source does, see `read_ahead`).
+    fn read_ahead(&mut self, _store: &StateStore) {}
 
     /// Whether everything up to the available-now bound has been committed (false
     /// when unbounded).

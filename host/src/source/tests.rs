@@ -365,3 +365,39 @@ fn a_record_that_is_not_strict_is_bad_under_every_policy() {
         );
     }
 }
+
+#[test]
+fn files_read_ahead_are_taken_only_as_they_are_when_the_next_batch_reads_them() {
+    let f = fixture();
+    for name in ["a", "b", "c", "d"] {
+        write(&f.input, &format!("{name}.jsonl"), &format!("{{\"user\":\"{name}1\",\"amount\":1}}\n"));
+    }
+    let policy = BadRecordPolicy::Fail;
+    let mut source = open(&spec(&f.input, FileFormat::Json, Some(1), policy), 0, &f.checkpoint()).expect("opens");
+    let wait = || std::thread::sleep(std::time::Duration::from_millis(200));
+    // Read ahead and unchanged: the next batch's rows are the file's.
+    let first = source.next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
+    source.read_ahead(&f.store);
+    commit(&f.store, &first, 0);
+    wait();
+    let second = source.next_batch(&f.store, 1, 0).expect("plans").expect("a batch");
+    assert_eq!(users(&second), ["b1"]);
+    // Read ahead, then rewritten with another size: the batch reads it again.
+    source.read_ahead(&f.store);
+    commit(&f.store, &second, 1);
+    wait();
+    write(&f.input, "c.jsonl", "{\"user\":\"c-rewritten\",\"amount\":1}\n");
+    let third = source.next_batch(&f.store, 2, 0).expect("plans").expect("a batch");
+    assert_eq!(users(&third), ["c-rewritten"]);
+    // Read ahead and found bad: the batch's own error names the file and line.
+    source.read_ahead(&f.store);
+    wait();
+    commit(&f.store, &third, 2);
+    write(&f.input, "d.jsonl", "{\"user\":\"d1\",\"amount\":\"x\"}\n");
+    let error = source.next_batch(&f.store, 3, 0).err().expect("a bad record fails the batch").to_string();
+    assert!(error.contains("d.jsonl:1: bad record"), "{error}");
+    // A batch that failed and is planned again (here: the same files) still reads them.
+    write(&f.input, "d.jsonl", "{\"user\":\"d-fixed\",\"amount\":2}\n");
+    let fourth = source.next_batch(&f.store, 3, 0).expect("plans").expect("a batch");
+    assert_eq!(users(&fourth), ["d-fixed"]);
+}

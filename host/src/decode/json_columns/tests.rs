@@ -14,7 +14,7 @@ use crate::pipeline::parse_schema;
 fn one(ddl_type: &str, value: Option<&str>) -> Result<arrow::array::ArrayRef, String> {
     let schema = parse_schema(&format!("v {ddl_type}")).expect("schema");
     let line = value.map_or_else(|| "{}".to_string(), |value| format!("{{\"other\": 1, \"v\": {value}}}\n"));
-    let decoded = decode(line.as_bytes(), &schema, false).expect("decodes");
+    let decoded = decode(line.as_bytes(), &schema, false, crate::decode::Cores::All).expect("decodes");
     match decoded.bad_records.as_slice() {
         [] => {
             assert_eq!(decoded.rows.num_rows(), 1, "{line}");

@@ -394,7 +394,8 @@ fn files_read_ahead_are_taken_only_as_they_are_when_the_next_batch_reads_them() 
     wait();
     commit(&f.store, &third, 2);
     write(&f.input, "d.jsonl", "{\"user\":\"d1\",\"amount\":\"x\"}\n");
-    let error = source.next_batch(&f.store, 3, 0).err().expect("a bad record fails the batch").to_string();
+    let Err(error) = source.next_batch(&f.store, 3, 0) else { panic!("a bad record fails the batch") };
+    let error = error.to_string();
     assert!(error.contains("d.jsonl:1: bad record"), "{error}");
     // A batch that failed and is planned again (here: the same files) still reads them.
     write(&f.input, "d.jsonl", "{\"user\":\"d-fixed\",\"amount\":2}\n");

@@ -52,7 +52,8 @@ impl ReadAhead {
                     let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok()?;
                     let bytes = std::fs::read(path).ok()?;
                     let (format, schema) = (&decoding.format, &decoding.schema);
-                    let decoded = decode_file_on(Cores::One, format, &bytes, schema, path, decoding.tolerate_bad).ok()?;
+                    let decoded =
+                        decode_file_on(Cores::One, format, &bytes, schema, path, decoding.tolerate_bad).ok()?;
                     Some(((bytes.len() as u64, decoded), modified))
                 })
                 .collect()
@@ -66,9 +67,11 @@ impl ReadAhead {
     /// read by the batch.
     pub fn take(self, files: &[(String, u64)]) -> Option<Vec<Option<ReadFile>>> {
         let same = self.files.len() == files.len()
-            && self.files.iter().zip(files).all(|((name, _, size), (planned, planned_size))| {
-                name == planned && size == planned_size
-            });
+            && self
+                .files
+                .iter()
+                .zip(files)
+                .all(|((name, _, size), (planned, planned_size))| name == planned && size == planned_size);
         if !same {
             return None;
         }

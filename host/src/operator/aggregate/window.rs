@@ -554,7 +554,8 @@ impl Stage for WindowStage {
                     self.spec.max_complete_rows
                 );
             }
-            outputs = vec![shards.iter().flat_map(|open| open.all().map(|(key, w)| (key.clone(), w.clone()))).collect()];
+            outputs =
+                vec![shards.iter().flat_map(|open| open.all().map(|(key, w)| (key.clone(), w.clone()))).collect()];
         }
         // By window, then group (in the keys' encoded order); references sorted, not windows.
         let mut output: Vec<(&[u8], &WindowState)> =

@@ -120,11 +120,11 @@ impl FileSource {
         Ok(count.committed)
     }
 
-    /// The next batch's files with their sizes: those not committed yet (nor among
-    /// `taken`: files of a batch not committed yet) and within the bound, in name order,
-    /// at most max-files-per-trigger of them and up to max-bytes-per-trigger bytes (but
-    /// at least one).
-    fn pending(&self, store: &StateStore, taken: &[(InputFile, u64)]) -> Result<Vec<(InputFile, u64)>> {
+    /// The next batch's files with their sizes: those not committed yet (nor `taken`:
+    /// read by a batch not committed yet) and within the bound, in name order, at most
+    /// max-files-per-trigger of them and up to max-bytes-per-trigger bytes (but at least
+    /// one).
+    fn pending(&self, store: &StateStore, taken: &HashSet<&str>) -> Result<Vec<(InputFile, u64)>> {
         let mut pending = Vec::new();
         let mut bytes = 0u64;
         for file in list_files(&self.path, &self.format).with_context(|| format!("source '{}'", self.name))? {
@@ -132,7 +132,7 @@ impl FileSource {
                 break;
             }
             let in_bound = self.bound.as_ref().is_none_or(|bound| bound.contains(&file.name));
-            if !in_bound || taken.iter().any(|(t, _)| t.name == file.name) || self.is_committed(store, &file.name)? {
+            if !in_bound || taken.contains(file.name.as_str()) || self.is_committed(store, &file.name)? {
                 continue;
             }
             let size = std::fs::metadata(&file.path)
@@ -147,10 +147,15 @@ impl FileSource {
         Ok(pending)
     }
 
+    /// Whether bad records are left out (dead-lettered or skipped) rather than an error.
+    fn tolerates_bad_records(&self) -> bool {
+        self.on_bad_record != BadRecordPolicy::Fail
+    }
+
     /// Reads and decodes `files` (with their sizes) as batch `batch_id`, applying the
-    /// bad-record policy; then starts reading the next batch's files ahead.
+    /// bad-record policy (taking what was read ahead for them, if it still holds).
     fn read_batch(&mut self, store: &StateStore, batch_id: u64, sized: Vec<(InputFile, u64)>) -> Result<SourceBatch> {
-        let tolerate_bad = self.on_bad_record != BadRecordPolicy::Fail;
+        let tolerate_bad = self.tolerates_bad_records();
         let mut dead_letters = DeadLetters::new(&self.name);
         let mut batches = Vec::with_capacity(sized.len());
         let mut bytes_read = 0;
@@ -220,7 +225,7 @@ impl Source for FileSource {
     }
 
     fn next_batch(&mut self, store: &StateStore, batch_id: u64, _now_us: i64) -> Result<Option<SourceBatch>> {
-        let pending = self.pending(store, &[])?;
+        let pending = self.pending(store, &HashSet::new())?;
         if pending.is_empty() {
             return Ok(None);
         }
@@ -276,7 +281,8 @@ impl Source for FileSource {
     /// Starts reading ahead the files the batch after the one last read would take, if
     /// any and not too large. Only a guess: failing to make it is not an error.
     fn read_ahead(&mut self, store: &StateStore) {
-        let taken = std::mem::take(&mut self.last_read);
+        let last_read = std::mem::take(&mut self.last_read);
+        let taken: HashSet<&str> = last_read.iter().map(|(file, _)| file.name.as_str()).collect();
         let Ok(next) = self.pending(store, &taken) else { return };
         if next.is_empty() || next.iter().map(|(_, size)| size).sum::<u64>() > READ_AHEAD_MAX_BYTES {
             return;
@@ -284,7 +290,7 @@ impl Source for FileSource {
         let decoding = Decoding {
             format: self.format.clone(),
             schema: self.schema.clone(),
-            tolerate_bad: self.on_bad_record != BadRecordPolicy::Fail,
+            tolerate_bad: self.tolerates_bad_records(),
         };
         let files = next.into_iter().map(|(file, size)| (file.name, file.path, size)).collect();
         self.read_ahead = ReadAhead::start(files, decoding).ok();

@@ -2,8 +2,9 @@
 //! the files the next batch will most likely take (the file source's guess), so that
 //! batch finds them decoded — the decoding then fills a core the batch leaves idle
 //! (its commit and sink write on one). Nothing is planned or recorded by the guess: a
-//! batch takes a file read ahead only when its name and size are what the guess read,
-//! and a file the thread could not read or decode is read again by the batch itself,
+//! batch takes the files read ahead only when it planned exactly those (names and
+//! sizes), and a file whose size or modification time changed since, or that the
+//! thread could not read or decode, is read again by the batch itself,
 //! so that its error is the batch's own. The thread decodes on its one core (the batch
 //! running beside it has the others).
 

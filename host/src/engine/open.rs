@@ -39,6 +39,9 @@ pub(super) fn open_parts(
 ) -> Result<Parts> {
     let existing = Metadata::read(&checkpoint.metadata_file())?;
     let store = StateStore::open(&checkpoint.store_dir())?;
+    if pipeline.state_in_memory > 0 {
+        store.hold_state_in_memory(usize::try_from(pipeline.state_in_memory).unwrap_or(usize::MAX))?;
+    }
     let run = RunIds {
         query_id: match &existing {
             Some(metadata) => metadata.id.clone(),

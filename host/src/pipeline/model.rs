@@ -9,6 +9,9 @@ use arrow::datatypes::SchemaRef;
 use super::limits::InstanceLimits;
 use crate::contract::{OutputMode, TimeMode};
 
+/// The default of `state-in-memory`.
+pub const DEFAULT_STATE_IN_MEMORY_BYTES: u64 = 128 << 20;
+
 /// A validated pipeline.
 #[derive(Clone, Debug)]
 pub struct Pipeline {
@@ -36,6 +39,9 @@ pub struct Pipeline {
     pub min_batches_to_retain: u64,
     /// A state snapshot is taken every this many batches.
     pub snapshot_interval: u64,
+    /// The committed state is held in memory (besides RocksDB) while it takes at most
+    /// this many bytes; 0: never.
+    pub state_in_memory: u64,
     /// Where the Prometheus endpoint and dashboard listen (`[monitoring] metrics`).
     pub metrics_address: Option<String>,
 }

@@ -19,6 +19,7 @@ struct RawPipeline {
     watermark_policy: Option<Spanned<String>>,
     min_batches_to_retain: Option<Spanned<u64>>,
     snapshot_interval: Option<Spanned<u64>>,
+    state_in_memory: Option<Spanned<super::limits::RawSize>>,
     source: Spanned<Vec<super::source_spec::RawSource>>,
     operator: Option<Spanned<super::processor_spec::RawOperator>>,
     stage: Option<Spanned<Vec<super::stage_spec::RawStage>>>,
@@ -121,6 +122,10 @@ impl Pipeline {
             Some(n) => *n.get_ref(),
             None => 10,
         };
+        let state_in_memory = match &raw.state_in_memory {
+            Some(size) => size.get_ref().bytes().map_err(|problem| at.at(size, "state-in-memory", problem))?,
+            None => DEFAULT_STATE_IN_MEMORY_BYTES,
+        };
         let stages = super::stage_spec::stage_specs(&at, base, raw.operator.as_ref(), raw.stage.as_ref(), &sources[0])?;
         let key_groups = stages
             .iter()
@@ -160,6 +165,7 @@ impl Pipeline {
             trigger,
             min_batches_to_retain,
             snapshot_interval,
+            state_in_memory,
             metrics_address,
         })
     }

@@ -6,6 +6,7 @@ mod compatibility;
 pub mod key;
 pub mod layout;
 pub mod packed;
+mod resident;
 mod store;
 mod ttl;
 mod variables;

@@ -17,6 +17,7 @@ use rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, Read
 
 use super::changelog::{ChangeLogWriter, ChangeRecords, SpareChunks};
 use super::layout;
+use super::resident::{Resident, ResidentState};
 use crate::pipeline::CHANGE_OVERHEAD_BYTES;
 
 /// The column families of the store.
@@ -84,6 +85,8 @@ pub struct StateStore {
     path: PathBuf,
     /// Change-log chunks written by earlier commits, reused by later batches.
     spare_chunks: SpareChunks,
+    /// The committed state entries in memory, while they fit.
+    resident: Resident,
 }
 
 impl StateStore {
@@ -107,7 +110,19 @@ impl StateStore {
                 path.display()
             )
         })?;
-        Ok(Self { db: Arc::new(db), path: path.to_path_buf(), spare_chunks: SpareChunks::default() })
+        Ok(Self {
+            db: Arc::new(db),
+            path: path.to_path_buf(),
+            spare_chunks: SpareChunks::default(),
+            resident: Resident::default(),
+        })
+    }
+
+    /// Holds a copy of every committed state entry in memory while they take at most
+    /// `budget` bytes, for transactions to read instead of RocksDB (see
+    /// [`resident`](super::resident)); returns whether the state fits now.
+    pub fn hold_state_in_memory(&self, budget: usize) -> Result<bool> {
+        self.resident.load(&self.db, budget)
     }
 
     /// Where the store lives.
@@ -127,6 +142,7 @@ impl StateStore {
             self_logged: Vec::new(),
             dropped_ranges: Vec::new(),
             buffered_bytes: 0,
+            resident: self.resident.reader(),
         }
     }
 
@@ -150,8 +166,14 @@ impl StateStore {
         // deletes there are already done by the range.
         let dropped: Vec<(Cf, Vec<u8>, Vec<u8>)> =
             txns.iter_mut().flat_map(|txn| std::mem::take(&mut txn.dropped_ranges)).collect();
+        // The in-memory copy changes with the write batch, once no transaction reads it.
+        txns.iter_mut().for_each(|txn| txn.resident = None);
+        let mut resident = self.resident.take_for_commit();
         for (cf, start, end) in &dropped {
             batch.delete_range_cf(self.cf_handle(cf.name())?, start, end);
+            if let (Cf::State, Some(copy)) = (cf, resident.as_mut()) {
+                copy.delete_range(start, end);
+            }
         }
         let covered = |cf: Cf, key: &[u8]| {
             dropped
@@ -164,14 +186,11 @@ impl StateStore {
             let [state, rest @ ..] = txn.overlay;
             let cf = self.cf_handle(Cf::State.name())?;
             for (key, change) in txn.unlogged {
-                match change {
-                    Some(value) => batch.put_cf(cf, key, value),
-                    None => batch.delete_cf(cf, key),
-                }
+                write_state(&mut batch, cf, resident.as_mut(), key, change);
             }
             for (key, value) in txn.self_logged {
                 batch.put_cf(changelog, log.next_chunk_key(), &value);
-                batch.put_cf(cf, key, value);
+                write_state(&mut batch, cf, resident.as_mut(), key, Some(value));
             }
             for chunk in txn.records.into_chunks() {
                 batch.put_cf(changelog, log.next_chunk_key(), &chunk);
@@ -194,10 +213,7 @@ impl StateStore {
                     batch.put_cf(changelog, log_key, &chunk);
                     self.spare_chunks.give_back(chunk);
                 }
-                match change {
-                    Some(value) => batch.put_cf(cf, key, value),
-                    None => batch.delete_cf(cf, key),
-                }
+                write_state(&mut batch, cf, resident.as_mut(), key, change);
             }
             for (family, changes) in [Cf::Timers, Cf::TimerIndex, Cf::Meta, Cf::TtlIndex].into_iter().zip(rest) {
                 let cf = self.cf_handle(family.name())?;
@@ -219,7 +235,11 @@ impl StateStore {
         options.set_sync(true);
         self.db
             .write_opt(batch, &options)
-            .with_context(|| format!("cannot commit batch {batch_id} to the state store in {}", self.path.display()))
+            .with_context(|| format!("cannot commit batch {batch_id} to the state store in {}", self.path.display()))?;
+        if let Some(copy) = resident {
+            self.resident.put_back(copy);
+        }
+        Ok(())
     }
 
     /// The id of the last committed batch, if any.
@@ -263,18 +283,20 @@ impl StateStore {
             + self.int_property(Cf::State, "rocksdb.size-all-mem-tables")
     }
 
-    /// Memory held by RocksDB memtables and readers, in bytes (all column families).
+    /// Memory held by RocksDB memtables and readers (all column families) and by the
+    /// state's in-memory copy, in bytes.
     pub fn memory_used_bytes(&self) -> u64 {
-        CF_NAMES
-            .iter()
-            .filter_map(|name| self.db.cf_handle(name))
-            .map(|cf| {
-                ["rocksdb.cur-size-all-mem-tables", "rocksdb.estimate-table-readers-mem"]
-                    .iter()
-                    .filter_map(|property| self.db.property_int_value_cf(cf, *property).ok().flatten())
-                    .sum::<u64>()
-            })
-            .sum()
+        self.resident.bytes() as u64
+            + CF_NAMES
+                .iter()
+                .filter_map(|name| self.db.cf_handle(name))
+                .map(|cf| {
+                    ["rocksdb.cur-size-all-mem-tables", "rocksdb.estimate-table-readers-mem"]
+                        .iter()
+                        .filter_map(|property| self.db.property_int_value_cf(cf, *property).ok().flatten())
+                        .sum::<u64>()
+                })
+                .sum::<u64>()
     }
 
     fn int_property(&self, cf: Cf, property: &str) -> u64 {
@@ -322,10 +344,35 @@ pub struct StateTxn {
     self_logged: Vec<(Vec<u8>, Vec<u8>)>,
     /// Ranges whose committed entries the commit drops before writing the changes.
     dropped_ranges: Vec<(Cf, Vec<u8>, Vec<u8>)>,
+    /// The committed state entries in memory (complete), when the store holds them.
+    resident: Option<Arc<ResidentState>>,
     /// What `overlay`, `blind`, `unlogged` and `self_logged` hold: each change's key and
     /// value bytes plus [`CHANGE_OVERHEAD_BYTES`] (a self-logged value twice: it is
     /// written twice).
     buffered_bytes: u64,
+}
+
+/// Writes a change of the state entry `key` into `batch` and the in-memory copy.
+fn write_state(
+    batch: &mut WriteBatch,
+    cf: &rocksdb::ColumnFamily,
+    resident: Option<&mut ResidentState>,
+    key: Vec<u8>,
+    change: Option<Vec<u8>>,
+) {
+    match (change, resident) {
+        (Some(value), Some(copy)) => {
+            batch.put_cf(cf, &key, &value);
+            copy.put(key, value);
+        }
+        (Some(value), None) => batch.put_cf(cf, key, value),
+        (None, copy) => {
+            batch.delete_cf(cf, &key);
+            if let Some(copy) = copy {
+                copy.delete(&key);
+            }
+        }
+    }
 }
 
 /// What one buffered change counts.
@@ -340,6 +387,11 @@ impl StateTxn {
             return Ok(change.clone());
         }
         if cf == Cf::State
+            && let Some(resident) = &self.resident
+        {
+            return Ok(resident.get(key).cloned());
+        }
+        if cf == Cf::State
             && let Some(committed) = self.prefetched.get(key)
         {
             return Ok(committed.clone());
@@ -352,6 +404,9 @@ impl StateTxn {
     /// lookup — far cheaper than one `get` each — so that later `get`s of them need no
     /// store access. Replaces what an earlier prefetch held (bounding the memory).
     pub fn prefetch_state(&mut self, mut keys: Vec<Vec<u8>>) -> Result<()> {
+        if self.resident.is_some() {
+            return Ok(());
+        }
         // The batched lookup is told its keys are sorted: make sure (cheap when they are).
         keys.sort_unstable();
         let handle = self.db.cf_handle(Cf::State.name()).context("state column family missing")?;

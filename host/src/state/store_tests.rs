@@ -168,3 +168,111 @@ fn a_self_logged_entry_is_stored_and_its_records_logged_as_they_are() -> Result<
     assert_eq!(logged(&store)?, vec![(7, packed), (7, vec![(b"window-0".to_vec(), None)])]);
     Ok(())
 }
+
+/// A small deterministic pseudo-random sequence (xorshift64).
+struct Draws(u64);
+
+impl Draws {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// Commits 60 batches of random state changes, of every kind a transaction makes, to
+/// a store holding its state in memory (within `budget`); after each, every key reads
+/// as a plain map of the same changes says — through a new transaction and straight
+/// from RocksDB. Returns whether the in-memory copy was still held at the end.
+fn reads_match_a_model(budget: usize) -> Result<bool> {
+    let dir = tempfile::tempdir()?;
+    let store = StateStore::open(dir.path())?;
+    assert!(store.hold_state_in_memory(budget)?, "an empty store fits");
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut draws = Draws(0x9e37_79b9_7f4a_7c15);
+    let key = |n: u64| format!("key-{n:03}").into_bytes();
+    for batch in 0..60 {
+        let mut txn = store.begin();
+        let mut ways = HashMap::new();
+        if batch % 7 == 3 {
+            let (start, end) = (draws.below(100), draws.below(100));
+            let (start, end) = (key(start.min(end)), key(start.max(end)));
+            txn.drop_committed_range(Cf::State, start.clone(), end.clone());
+            model.retain(|k, _| k < &start || k >= &end);
+        }
+        for _ in 0..40 {
+            let k = key(draws.below(100));
+            let value = vec![b'v'; 1 + draws.below(300) as usize];
+            let kind = draws.below(6);
+            // A transaction changes a key one way only (put/delete, blind, unlogged or
+            // self-logged): the commit writes the ways in a fixed order.
+            let way = [0, 0, 1, 2, 2, 3][kind as usize];
+            if *ways.entry(k.clone()).or_insert(way) != way {
+                continue;
+            }
+            match kind {
+                0 => txn.put(Cf::State, k.clone(), value.clone()),
+                1 => txn.delete(Cf::State, k.clone()),
+                2 => txn.blind_put(Cf::State, k.clone(), value.clone()),
+                3 => txn.put_unlogged(k.clone(), value.clone()),
+                4 => txn.delete_unlogged(k.clone()),
+                _ => txn.put_self_logged(k.clone(), value.clone()),
+            }
+            match kind {
+                1 | 4 => model.remove(&k),
+                _ => model.insert(k, value),
+            };
+        }
+        store.commit(txn, batch)?;
+        let reader = store.begin();
+        for n in 0..100 {
+            let expected = model.get(&key(n)).cloned();
+            assert_eq!(reader.get(Cf::State, &key(n))?, expected, "batch {batch}, key {n}, read in a transaction");
+            assert_eq!(store.read(Cf::State, &key(n))?, expected, "batch {batch}, key {n}, in RocksDB");
+        }
+    }
+    Ok(store.resident.bytes() > 0)
+}
+
+#[test]
+fn state_held_in_memory_reads_as_committed_under_every_kind_of_change() -> Result<()> {
+    assert!(reads_match_a_model(1 << 20)?, "about 100 entries of up to 300 bytes fit in 1 MiB");
+    Ok(())
+}
+
+#[test]
+fn state_that_outgrows_its_memory_budget_is_read_from_rocksdb() -> Result<()> {
+    // 100 keys of ~150 bytes plus overhead each: past 8 KiB after the first batches.
+    assert!(!reads_match_a_model(8 << 10)?, "the copy was dropped");
+    let dir = tempfile::tempdir()?;
+    let store = StateStore::open(dir.path())?;
+    let mut txn = store.begin();
+    txn.put(Cf::State, b"big".to_vec(), vec![0; 4096]);
+    store.commit(txn, 0)?;
+    assert!(!store.hold_state_in_memory(1024)?, "a store larger than the budget is not copied");
+    assert_eq!(store.begin().get(Cf::State, b"big")?.map(|v| v.len()), Some(4096));
+    assert!(store.hold_state_in_memory(1 << 20)?);
+    assert_eq!(store.begin().get(Cf::State, b"big")?.map(|v| v.len()), Some(4096), "loaded from RocksDB");
+    Ok(())
+}
+
+#[test]
+fn a_transaction_alive_across_a_commit_keeps_reading_what_it_began_with() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = StateStore::open(dir.path())?;
+    store.hold_state_in_memory(1 << 20)?;
+    let mut first = store.begin();
+    first.put(Cf::State, b"a".to_vec(), b"1".to_vec());
+    store.commit(first, 0)?;
+    let old = store.begin();
+    let mut second = store.begin();
+    second.put(Cf::State, b"a".to_vec(), b"2".to_vec());
+    store.commit(second, 1)?;
+    assert_eq!(old.get(Cf::State, b"a")?, Some(b"1".to_vec()), "its copy is the one before the commit");
+    // The copy it still held could not be changed by the commit: it is dropped, and
+    // reads go to RocksDB.
+    assert_eq!(store.resident.bytes(), 0);
+    assert_eq!(store.begin().get(Cf::State, b"a")?, Some(b"2".to_vec()));
+    Ok(())
+}

@@ -1,0 +1,143 @@
+//! The committed state entries held in memory while they fit: a read of a state key
+//! (there or not) is then answered by one hash lookup instead of a RocksDB read,
+//! which searches the memtables and checks every table file's filter, and for an
+//! entry written a batch ago reads its block. A stateful job's live state is often
+//! small (the open windows, a count per key) while it reads a key or two per row.
+//!
+//! The copy is complete or absent: loaded when the query opens (when the state fits
+//! the budget), changed by each commit exactly as the commit changes RocksDB, and
+//! dropped for good (reads go to RocksDB again) once the state outgrows the budget or
+//! a commit fails. Transactions read the copy of the batch before theirs; a commit
+//! changes it only when no transaction reads it any more.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use anyhow::Result;
+use rocksdb::{DB, IteratorMode};
+
+use super::store::Cf;
+
+/// What one entry is counted as beyond its key and value: the two vectors' headers,
+/// the hash table's slot and the allocator's rounding.
+const ENTRY_OVERHEAD_BYTES: usize = 96;
+
+/// A complete copy of the committed `Cf::State` entries.
+#[derive(Clone, Default)]
+pub struct ResidentState {
+    entries: HashMap<Vec<u8>, Vec<u8>>,
+    bytes: usize,
+}
+
+impl ResidentState {
+    /// The committed value at `key` (`None`: there is none; the copy is complete).
+    pub fn get(&self, key: &[u8]) -> Option<&Vec<u8>> {
+        self.entries.get(key)
+    }
+
+    /// Reads every state entry of `db`, or `None` when they take more than `budget`.
+    fn load(db: &DB, budget: usize) -> Result<Option<Self>> {
+        let handle = db.cf_handle(Cf::State.name()).ok_or_else(|| anyhow::anyhow!("state column family missing"))?;
+        let mut copy = ResidentState::default();
+        for item in db.iterator_cf(handle, IteratorMode::Start) {
+            let (key, value) = item?;
+            copy.put(key.into_vec(), value.into_vec());
+            if copy.bytes > budget {
+                return Ok(None);
+            }
+        }
+        Ok(Some(copy))
+    }
+
+    /// Sets `key` to `value`.
+    pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        let (key_len, value_len) = (key.len(), value.len());
+        match self.entries.insert(key, value) {
+            Some(old) => self.bytes = self.bytes - old.len() + value_len,
+            None => self.bytes += key_len + value_len + ENTRY_OVERHEAD_BYTES,
+        }
+    }
+
+    /// Removes `key`.
+    pub fn delete(&mut self, key: &[u8]) {
+        if let Some((key, value)) = self.entries.remove_entry(key) {
+            self.bytes -= key.len() + value.len() + ENTRY_OVERHEAD_BYTES;
+        }
+    }
+
+    /// Removes every key with `start <= key < end`.
+    pub fn delete_range(&mut self, start: &[u8], end: &[u8]) {
+        let mut removed = 0;
+        self.entries.retain(|key, value| {
+            let keep = key.as_slice() < start || key.as_slice() >= end;
+            if !keep {
+                removed += key.len() + value.len() + ENTRY_OVERHEAD_BYTES;
+            }
+            keep
+        });
+        self.bytes -= removed;
+    }
+}
+
+/// The store's copy and its budget, shared by the store's clones.
+#[derive(Clone, Default)]
+pub struct Resident {
+    inner: Arc<Mutex<Holder>>,
+}
+
+#[derive(Default)]
+struct Holder {
+    copy: Option<Arc<ResidentState>>,
+    budget: usize,
+}
+
+impl Resident {
+    /// Loads the copy of `db`'s state when it fits in `budget` bytes; returns whether
+    /// it did.
+    pub fn load(&self, db: &DB, budget: usize) -> Result<bool> {
+        let copy = ResidentState::load(db, budget)?;
+        let mut holder = self.lock();
+        holder.budget = budget;
+        holder.copy = copy.map(Arc::new);
+        Ok(holder.copy.is_some())
+    }
+
+    /// The copy for a new transaction to read, if there is one.
+    pub fn reader(&self) -> Option<Arc<ResidentState>> {
+        self.lock().copy.clone()
+    }
+
+    /// Takes the copy for a commit to change, when no transaction still reads it
+    /// (otherwise it is dropped: a reader of it would see the commit's changes).
+    pub fn take_for_commit(&self) -> Option<ResidentState> {
+        let copy = self.lock().copy.take()?;
+        let taken = Arc::try_unwrap(copy).ok();
+        if taken.is_none() {
+            crate::log::debug("a transaction outlived its batch: state reads go to RocksDB from now on");
+        }
+        taken
+    }
+
+    /// Puts back the copy a successful commit changed, unless it outgrew the budget.
+    pub fn put_back(&self, copy: ResidentState) {
+        let mut holder = self.lock();
+        if copy.bytes <= holder.budget {
+            holder.copy = Some(Arc::new(copy));
+        } else {
+            crate::log::info(&format!(
+                "the state outgrew its in-memory copy's budget ({} > {} bytes): state reads go to RocksDB",
+                copy.bytes, holder.budget
+            ));
+        }
+    }
+
+    /// The memory the copy takes (0 without one).
+    pub fn bytes(&self) -> usize {
+        self.lock().copy.as_ref().map_or(0, |copy| copy.bytes)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Holder> {
+        // A panic elsewhere cannot leave the holder half-changed: take it as it is.
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}

@@ -1,7 +1,8 @@
 //! The cost of the WebAssembly boundary: input rows per second through a no-op
 //! processor and through running-count, at 1, 100 and 10 000 rows per key, on a real
 //! RocksDB store (each iteration is one batch, committed). Also: the same rows sent
-//! as a columnar batch versus as a list of typed rows.
+//! as a columnar batch versus as a list of typed rows. The store holds its state in
+//! memory as a query's does by default; `EDDY_BENCH_STATE_IN_MEMORY=0` reads RocksDB.
 //!
 //! Run with `make bench` (builds the components first) or `cargo bench -p eddy`.
 
@@ -13,7 +14,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use eddy::contract::OutputMode;
 use eddy::operator::{BatchTime, OperatorOptions, WasmOperator};
-use eddy::pipeline::InstanceLimits;
+use eddy::pipeline::{DEFAULT_STATE_IN_MEMORY_BYTES, InstanceLimits};
 use eddy::state::StateStore;
 use eddy::wasm::WasmRuntime;
 
@@ -51,6 +52,12 @@ fn processors(c: &mut Criterion) {
         for rows_per_key in [1, 100, 10_000] {
             let dir = tempfile::tempdir().expect("temp dir");
             let store = StateStore::open(dir.path()).expect("store");
+            // As a query holds it (`state-in-memory`: the default, or EDDY_BENCH_STATE_IN_MEMORY bytes).
+            let budget = std::env::var("EDDY_BENCH_STATE_IN_MEMORY").ok().and_then(|n| n.parse().ok());
+            let budget = budget.unwrap_or(DEFAULT_STATE_IN_MEMORY_BYTES as usize);
+            if budget > 0 {
+                store.hold_state_in_memory(budget).expect("state loads");
+            }
             let options = OperatorOptions {
                 operator_id: 0,
                 key_columns: vec!["user".into()],

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
 use rocksdb::{DB, IteratorMode};
+use xxhash_rust::xxh3::Xxh3DefaultBuilder;
 
 use super::store::Cf;
 
@@ -25,7 +26,7 @@ const ENTRY_OVERHEAD_BYTES: usize = 96;
 /// A complete copy of the committed `Cf::State` entries.
 #[derive(Clone, Default)]
 pub struct ResidentState {
-    entries: HashMap<Vec<u8>, Vec<u8>>,
+    entries: HashMap<Vec<u8>, Vec<u8>, Xxh3DefaultBuilder>,
     bytes: usize,
 }
 
@@ -47,6 +48,17 @@ impl ResidentState {
             }
         }
         Ok(Some(copy))
+    }
+
+    /// Makes `changes`, in order.
+    pub fn apply(&mut self, changes: Vec<ResidentChange>) {
+        for change in changes {
+            match change {
+                ResidentChange::Put(key, value) => self.put(key, value),
+                ResidentChange::Delete(key) => self.delete(&key),
+                ResidentChange::DropRange(start, end) => self.delete_range(&start, &end),
+            }
+        }
     }
 
     /// Sets `key` to `value`.
@@ -77,6 +89,16 @@ impl ResidentState {
         });
         self.bytes -= removed;
     }
+}
+
+/// A change of the state entries, as a commit makes it.
+pub enum ResidentChange {
+    /// An entry set to a value.
+    Put(Vec<u8>, Vec<u8>),
+    /// An entry deleted.
+    Delete(Vec<u8>),
+    /// Every entry with `start <= key < end` deleted.
+    DropRange(Vec<u8>, Vec<u8>),
 }
 
 /// The store's copy and its budget, shared by the store's clones.

@@ -17,7 +17,7 @@ use rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, Read
 
 use super::changelog::{ChangeLogWriter, ChangeRecords, SpareChunks};
 use super::layout;
-use super::resident::{Resident, ResidentState};
+use super::resident::{Resident, ResidentChange, ResidentState};
 use crate::pipeline::CHANGE_OVERHEAD_BYTES;
 
 /// The column families of the store.
@@ -168,11 +168,15 @@ impl StateStore {
             txns.iter_mut().flat_map(|txn| std::mem::take(&mut txn.dropped_ranges)).collect();
         // The in-memory copy changes with the write batch, once no transaction reads it.
         txns.iter_mut().for_each(|txn| txn.resident = None);
-        let mut resident = self.resident.take_for_commit();
+        let resident = self.resident.take_for_commit();
+        // The copy's changes, made while RocksDB writes (None: no copy to change).
+        let mut copy_changes = resident
+            .as_ref()
+            .map(|_| Vec::with_capacity(txns.iter().map(|t| t.changes(Cf::State)).sum::<u64>() as usize));
         for (cf, start, end) in &dropped {
             batch.delete_range_cf(self.cf_handle(cf.name())?, start, end);
-            if let (Cf::State, Some(copy)) = (cf, resident.as_mut()) {
-                copy.delete_range(start, end);
+            if let (Cf::State, Some(copy_changes)) = (cf, copy_changes.as_mut()) {
+                copy_changes.push(ResidentChange::DropRange(start.clone(), end.clone()));
             }
         }
         let covered = |cf: Cf, key: &[u8]| {
@@ -186,11 +190,11 @@ impl StateStore {
             let [state, rest @ ..] = txn.overlay;
             let cf = self.cf_handle(Cf::State.name())?;
             for (key, change) in txn.unlogged {
-                write_state(&mut batch, cf, resident.as_mut(), key, change);
+                write_state(&mut batch, cf, copy_changes.as_mut(), key, change);
             }
             for (key, value) in txn.self_logged {
                 batch.put_cf(changelog, log.next_chunk_key(), &value);
-                write_state(&mut batch, cf, resident.as_mut(), key, Some(value));
+                write_state(&mut batch, cf, copy_changes.as_mut(), key, Some(value));
             }
             for chunk in txn.records.into_chunks() {
                 batch.put_cf(changelog, log.next_chunk_key(), &chunk);
@@ -213,7 +217,7 @@ impl StateStore {
                     batch.put_cf(changelog, log_key, &chunk);
                     self.spare_chunks.give_back(chunk);
                 }
-                write_state(&mut batch, cf, resident.as_mut(), key, change);
+                write_state(&mut batch, cf, copy_changes.as_mut(), key, change);
             }
             for (family, changes) in [Cf::Timers, Cf::TimerIndex, Cf::Meta, Cf::TtlIndex].into_iter().zip(rest) {
                 let cf = self.cf_handle(family.name())?;
@@ -233,10 +237,18 @@ impl StateStore {
         batch.put_cf(self.cf_handle(Cf::Meta.name())?, COMMITTED_BATCH, batch_id.to_be_bytes());
         let mut options = WriteOptions::default();
         options.set_sync(true);
-        self.db
-            .write_opt(batch, &options)
+        let (written, changed) = std::thread::scope(|scope| {
+            let changed = resident.zip(copy_changes).map(|(mut copy, changes)| {
+                scope.spawn(move || {
+                    copy.apply(changes);
+                    copy
+                })
+            });
+            (self.db.write_opt(batch, &options), changed.map(|thread| thread.join()))
+        });
+        written
             .with_context(|| format!("cannot commit batch {batch_id} to the state store in {}", self.path.display()))?;
-        if let Some(copy) = resident {
+        if let Some(Ok(copy)) = changed {
             self.resident.put_back(copy);
         }
         Ok(())
@@ -352,26 +364,24 @@ pub struct StateTxn {
     buffered_bytes: u64,
 }
 
-/// Writes a change of the state entry `key` into `batch` and the in-memory copy.
+/// Writes a change of the state entry `key` into `batch`, and into the in-memory
+/// copy's `changes` when there is a copy.
 fn write_state(
     batch: &mut WriteBatch,
     cf: &rocksdb::ColumnFamily,
-    resident: Option<&mut ResidentState>,
+    changes: Option<&mut Vec<ResidentChange>>,
     key: Vec<u8>,
     change: Option<Vec<u8>>,
 ) {
-    match (change, resident) {
-        (Some(value), Some(copy)) => {
-            batch.put_cf(cf, &key, &value);
-            copy.put(key, value);
-        }
-        (Some(value), None) => batch.put_cf(cf, key, value),
-        (None, copy) => {
-            batch.delete_cf(cf, &key);
-            if let Some(copy) = copy {
-                copy.delete(&key);
-            }
-        }
+    match &change {
+        Some(value) => batch.put_cf(cf, &key, value),
+        None => batch.delete_cf(cf, &key),
+    }
+    if let Some(changes) = changes {
+        changes.push(match change {
+            Some(value) => ResidentChange::Put(key, value),
+            None => ResidentChange::Delete(key),
+        });
     }
 }
 

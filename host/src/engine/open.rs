@@ -39,9 +39,6 @@ pub(super) fn open_parts(
 ) -> Result<Parts> {
     let existing = Metadata::read(&checkpoint.metadata_file())?;
     let store = StateStore::open(&checkpoint.store_dir())?;
-    if pipeline.state_in_memory > 0 {
-        store.hold_state_in_memory(usize::try_from(pipeline.state_in_memory).unwrap_or(usize::MAX))?;
-    }
     let run = RunIds {
         query_id: match &existing {
             Some(metadata) => metadata.id.clone(),
@@ -51,6 +48,9 @@ pub(super) fn open_parts(
     };
     let mut schemas_to_record = Vec::new();
     let stages = open_stages(pipeline, &store, checkpoint, module_cache, &run, &mut schemas_to_record)?;
+    if pipeline.state_in_memory > 0 && stages.iter().any(|stage| stage.reads_state_entries()) {
+        store.hold_state_in_memory(usize::try_from(pipeline.state_in_memory).unwrap_or(usize::MAX))?;
+    }
     let sources = pipeline
         .sources
         .iter()

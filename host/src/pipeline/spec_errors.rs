@@ -180,4 +180,26 @@ mod tests {
         );
         assert_eq!(error("module = \"p.wasm\"\n", ""), "p.toml:8: operator: missing field `module`");
     }
+
+    #[test]
+    fn state_in_memory_is_a_size_with_a_default() -> anyhow::Result<()> {
+        let parse = |line: &str| {
+            Pipeline::parse(
+                Path::new("p.toml"),
+                &format!("{line}\n[[source]]\nformat = \"rate\"\n[[stage]]\nsql = \"SELECT value FROM input\"\n"),
+            )
+        };
+        assert_eq!(parse("")?.state_in_memory, 128 << 20);
+        assert_eq!(parse("state-in-memory = \"1 GiB\"")?.state_in_memory, 1 << 30);
+        assert_eq!(parse("state-in-memory = 0")?.state_in_memory, 0);
+        let error = parse("state-in-memory = \"lots\"").err().map(|e| e.to_string());
+        assert_eq!(
+            error.as_deref(),
+            Some(
+                "p.toml:1: state-in-memory: 'lots' is not a size; expected a size like \"64 MiB\", \"512 KiB\" or a \
+                 number of bytes"
+            )
+        );
+        Ok(())
+    }
 }

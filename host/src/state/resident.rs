@@ -11,7 +11,9 @@
 //! changes it only when no transaction reads it any more.
 
 use std::collections::HashMap;
+use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
+use std::thread::{Scope, ScopedJoinHandle};
 
 use anyhow::Result;
 use rocksdb::{DB, IteratorMode};
@@ -99,6 +101,64 @@ pub enum ResidentChange {
     Delete(Vec<u8>),
     /// Every entry with `start <= key < end` deleted.
     DropRange(Vec<u8>, Vec<u8>),
+}
+
+/// How many changes go to the copy's thread at a time.
+const FEED_CHUNK: usize = 4096;
+
+/// Hands a commit's state changes, in order, to a thread that makes them in the
+/// copy while the commit goes on (so the changes need not be held until the end).
+pub struct ResidentFeed {
+    sender: Option<SyncSender<Vec<ResidentChange>>>,
+    pending: Vec<ResidentChange>,
+}
+
+impl ResidentFeed {
+    /// Starts the thread that changes `copy` (none without a copy); joined, it
+    /// returns the copy with every change fed before [`finish`](Self::finish).
+    pub fn start<'scope>(
+        scope: &'scope Scope<'scope, '_>,
+        copy: Option<ResidentState>,
+    ) -> (Self, Option<ScopedJoinHandle<'scope, ResidentState>>) {
+        let Some(mut copy) = copy else { return (ResidentFeed { sender: None, pending: Vec::new() }, None) };
+        let (sender, receiver) = sync_channel::<Vec<ResidentChange>>(8);
+        let applier = scope.spawn(move || {
+            for changes in receiver {
+                copy.apply(changes);
+            }
+            copy
+        });
+        (ResidentFeed { sender: Some(sender), pending: Vec::with_capacity(FEED_CHUNK) }, Some(applier))
+    }
+
+    /// Whether there is a copy to change.
+    pub fn is_fed(&self) -> bool {
+        self.sender.is_some()
+    }
+
+    /// Feeds the next change.
+    pub fn push(&mut self, change: ResidentChange) {
+        self.pending.push(change);
+        if self.pending.len() >= FEED_CHUNK {
+            self.send();
+        }
+    }
+
+    /// Feeds what is pending and ends the feed.
+    pub fn finish(&mut self) {
+        self.send();
+        self.sender = None;
+    }
+
+    fn send(&mut self) {
+        if let Some(sender) = &self.sender {
+            let changes = std::mem::replace(&mut self.pending, Vec::with_capacity(FEED_CHUNK));
+            // The thread ended early only by a panic: its copy is not put back.
+            if sender.send(changes).is_err() {
+                self.sender = None;
+            }
+        }
+    }
 }
 
 /// The store's copy and its budget, shared by the store's clones.

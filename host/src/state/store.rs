@@ -17,7 +17,7 @@ use rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, Read
 
 use super::changelog::{ChangeLogWriter, ChangeRecords, SpareChunks};
 use super::layout;
-use super::resident::{Resident, ResidentChange, ResidentState};
+use super::resident::{Resident, ResidentChange, ResidentFeed, ResidentState};
 use crate::pipeline::CHANGE_OVERHEAD_BYTES;
 
 /// The column families of the store.
@@ -155,6 +155,33 @@ impl StateStore {
     /// Writes every change of all `txns` (which touch disjoint keys, e.g. one per
     /// shard) and `batch_id` as the committed batch, in one atomic, durable write.
     pub fn commit_all(&self, mut txns: Vec<StateTxn>, batch_id: u64) -> Result<()> {
+        // The in-memory copy changes with the write batch, once no transaction reads it:
+        // on a second thread, fed each state change as the batch takes it.
+        txns.iter_mut().for_each(|txn| txn.resident = None);
+        let resident = self.resident.take_for_commit();
+        let (written, changed) = std::thread::scope(|scope| {
+            let (mut feed, applier) = ResidentFeed::start(scope, resident);
+            let written = self.write_batch(txns, batch_id, &mut feed).and_then(|batch| {
+                feed.finish();
+                let mut options = WriteOptions::default();
+                options.set_sync(true);
+                self.db.write_opt(batch, &options).with_context(|| {
+                    format!("cannot commit batch {batch_id} to the state store in {}", self.path.display())
+                })
+            });
+            drop(feed);
+            (written, applier.map(|thread| thread.join()))
+        });
+        written?;
+        if let Some(Ok(copy)) = changed {
+            self.resident.put_back(copy);
+        }
+        Ok(())
+    }
+
+    /// The write batch of every change of `txns` and `batch_id` as the committed
+    /// batch; the state changes also go to `feed`.
+    fn write_batch(&self, mut txns: Vec<StateTxn>, batch_id: u64, feed: &mut ResidentFeed) -> Result<WriteBatch> {
         // Room for every change and its change-log copy up front (a write batch that
         // grows copies itself each time it doubles): the buffered bytes count each
         // change's key and value plus 64, about what the two copies take.
@@ -166,17 +193,10 @@ impl StateStore {
         // deletes there are already done by the range.
         let dropped: Vec<(Cf, Vec<u8>, Vec<u8>)> =
             txns.iter_mut().flat_map(|txn| std::mem::take(&mut txn.dropped_ranges)).collect();
-        // The in-memory copy changes with the write batch, once no transaction reads it.
-        txns.iter_mut().for_each(|txn| txn.resident = None);
-        let resident = self.resident.take_for_commit();
-        // The copy's changes, made while RocksDB writes (None: no copy to change).
-        let mut copy_changes = resident
-            .as_ref()
-            .map(|_| Vec::with_capacity(txns.iter().map(|t| t.changes(Cf::State)).sum::<u64>() as usize));
         for (cf, start, end) in &dropped {
             batch.delete_range_cf(self.cf_handle(cf.name())?, start, end);
-            if let (Cf::State, Some(copy_changes)) = (cf, copy_changes.as_mut()) {
-                copy_changes.push(ResidentChange::DropRange(start.clone(), end.clone()));
+            if *cf == Cf::State && feed.is_fed() {
+                feed.push(ResidentChange::DropRange(start.clone(), end.clone()));
             }
         }
         let covered = |cf: Cf, key: &[u8]| {
@@ -190,11 +210,11 @@ impl StateStore {
             let [state, rest @ ..] = txn.overlay;
             let cf = self.cf_handle(Cf::State.name())?;
             for (key, change) in txn.unlogged {
-                write_state(&mut batch, cf, copy_changes.as_mut(), key, change);
+                write_state(&mut batch, cf, feed, key, change);
             }
             for (key, value) in txn.self_logged {
                 batch.put_cf(changelog, log.next_chunk_key(), &value);
-                write_state(&mut batch, cf, copy_changes.as_mut(), key, Some(value));
+                write_state(&mut batch, cf, feed, key, Some(value));
             }
             for chunk in txn.records.into_chunks() {
                 batch.put_cf(changelog, log.next_chunk_key(), &chunk);
@@ -217,7 +237,7 @@ impl StateStore {
                     batch.put_cf(changelog, log_key, &chunk);
                     self.spare_chunks.give_back(chunk);
                 }
-                write_state(&mut batch, cf, copy_changes.as_mut(), key, change);
+                write_state(&mut batch, cf, feed, key, change);
             }
             for (family, changes) in [Cf::Timers, Cf::TimerIndex, Cf::Meta, Cf::TtlIndex].into_iter().zip(rest) {
                 let cf = self.cf_handle(family.name())?;
@@ -235,23 +255,7 @@ impl StateStore {
             self.spare_chunks.give_back(chunk);
         }
         batch.put_cf(self.cf_handle(Cf::Meta.name())?, COMMITTED_BATCH, batch_id.to_be_bytes());
-        let mut options = WriteOptions::default();
-        options.set_sync(true);
-        let (written, changed) = std::thread::scope(|scope| {
-            let changed = resident.zip(copy_changes).map(|(mut copy, changes)| {
-                scope.spawn(move || {
-                    copy.apply(changes);
-                    copy
-                })
-            });
-            (self.db.write_opt(batch, &options), changed.map(|thread| thread.join()))
-        });
-        written
-            .with_context(|| format!("cannot commit batch {batch_id} to the state store in {}", self.path.display()))?;
-        if let Some(Ok(copy)) = changed {
-            self.resident.put_back(copy);
-        }
-        Ok(())
+        Ok(batch)
     }
 
     /// The id of the last committed batch, if any.
@@ -364,12 +368,12 @@ pub struct StateTxn {
     buffered_bytes: u64,
 }
 
-/// Writes a change of the state entry `key` into `batch`, and into the in-memory
-/// copy's `changes` when there is a copy.
+/// Writes a change of the state entry `key` into `batch`, and feeds it to the
+/// in-memory copy when there is one.
 fn write_state(
     batch: &mut WriteBatch,
     cf: &rocksdb::ColumnFamily,
-    changes: Option<&mut Vec<ResidentChange>>,
+    feed: &mut ResidentFeed,
     key: Vec<u8>,
     change: Option<Vec<u8>>,
 ) {
@@ -377,8 +381,8 @@ fn write_state(
         Some(value) => batch.put_cf(cf, &key, value),
         None => batch.delete_cf(cf, &key),
     }
-    if let Some(changes) = changes {
-        changes.push(match change {
+    if feed.is_fed() {
+        feed.push(match change {
             Some(value) => ResidentChange::Put(key, value),
             None => ResidentChange::Delete(key),
         });

@@ -479,6 +479,11 @@ impl Stage for WindowStage {
         true
     }
 
+    /// Its open windows are in memory between batches; the store is only written.
+    fn reads_state_entries(&self) -> bool {
+        false
+    }
+
     fn timers_due(&mut self, store: &StateStore, time: BatchTime) -> Result<bool> {
         match (self.spec.output_mode, time.watermark) {
             (OutputMode::Complete, _) | (_, None) => Ok(false),

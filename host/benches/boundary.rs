@@ -18,6 +18,10 @@ use eddy::pipeline::{DEFAULT_STATE_IN_MEMORY_BYTES, InstanceLimits};
 use eddy::state::StateStore;
 use eddy::wasm::WasmRuntime;
 
+/// The allocator the eddy binary runs with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const ROWS_PER_BATCH: usize = 100_000;
 
 fn wasm(name: &str) -> PathBuf {

@@ -16,10 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::{Scope, ScopedJoinHandle};
 
 use anyhow::Result;
-use rocksdb::{DB, IteratorMode};
+use rocksdb::{ColumnFamily, DB, IteratorMode};
 use xxhash_rust::xxh3::Xxh3DefaultBuilder;
-
-use super::store::Cf;
 
 /// What one entry is counted as beyond its key and value: the two vectors' headers,
 /// the hash table's slot and the allocator's rounding.
@@ -38,11 +36,11 @@ impl ResidentState {
         self.entries.get(key)
     }
 
-    /// Reads every state entry of `db`, or `None` when they take more than `budget`.
-    fn load(db: &DB, budget: usize) -> Result<Option<Self>> {
-        let handle = db.cf_handle(Cf::State.name()).ok_or_else(|| anyhow::anyhow!("state column family missing"))?;
+    /// Reads every entry of `db`'s column family `state`, or `None` when they take
+    /// more than `budget`.
+    fn load(db: &DB, state: &ColumnFamily, budget: usize) -> Result<Option<Self>> {
         let mut copy = ResidentState::default();
-        for item in db.iterator_cf(handle, IteratorMode::Start) {
+        for item in db.iterator_cf(state, IteratorMode::Start) {
             let (key, value) = item?;
             copy.put(key.into_vec(), value.into_vec());
             if copy.bytes > budget {
@@ -174,10 +172,10 @@ struct Holder {
 }
 
 impl Resident {
-    /// Loads the copy of `db`'s state when it fits in `budget` bytes; returns whether
-    /// it did.
-    pub fn load(&self, db: &DB, budget: usize) -> Result<bool> {
-        let copy = ResidentState::load(db, budget)?;
+    /// Loads the copy of `db`'s column family `state` when it fits in `budget` bytes;
+    /// returns whether it did.
+    pub fn load(&self, db: &DB, state: &ColumnFamily, budget: usize) -> Result<bool> {
+        let copy = ResidentState::load(db, state, budget)?;
         let mut holder = self.lock();
         holder.budget = budget;
         holder.copy = copy.map(Arc::new);

@@ -122,7 +122,7 @@ impl StateStore {
     /// `budget` bytes, for transactions to read instead of RocksDB (see
     /// [`resident`](super::resident)); returns whether the state fits now.
     pub fn hold_state_in_memory(&self, budget: usize) -> Result<bool> {
-        self.resident.load(&self.db, budget)
+        self.resident.load(&self.db, self.cf_handle(Cf::State.name())?, budget)
     }
 
     /// Where the store lives.

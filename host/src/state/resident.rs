@@ -28,6 +28,8 @@ const ENTRY_OVERHEAD_BYTES: usize = 96;
 pub struct ResidentState {
     entries: HashMap<Vec<u8>, Vec<u8>, Xxh3DefaultBuilder>,
     bytes: usize,
+    /// The most `bytes` may be.
+    budget: usize,
 }
 
 impl ResidentState {
@@ -39,7 +41,7 @@ impl ResidentState {
     /// Reads every entry of `db`'s column family `state`, or `None` when they take
     /// more than `budget`.
     fn load(db: &DB, state: &ColumnFamily, budget: usize) -> Result<Option<Self>> {
-        let mut copy = ResidentState::default();
+        let mut copy = ResidentState { budget, ..ResidentState::default() };
         for item in db.iterator_cf(state, IteratorMode::Start) {
             let (key, value) = item?;
             copy.put(key.into_vec(), value.into_vec());
@@ -113,16 +115,27 @@ pub struct ResidentFeed {
 
 impl ResidentFeed {
     /// Starts the thread that changes `copy` (none without a copy); joined, it
-    /// returns the copy with every change fed before [`finish`](Self::finish).
+    /// returns the copy with every change fed before [`finish`](Self::finish), or
+    /// `None` once the copy outgrew its budget (dropped right then, not at the end).
     pub fn start<'scope>(
         scope: &'scope Scope<'scope, '_>,
         copy: Option<ResidentState>,
-    ) -> (Self, Option<ScopedJoinHandle<'scope, ResidentState>>) {
-        let Some(mut copy) = copy else { return (ResidentFeed { sender: None, pending: Vec::new() }, None) };
+    ) -> (Self, Option<ScopedJoinHandle<'scope, Option<ResidentState>>>) {
+        let Some(copy) = copy else { return (ResidentFeed { sender: None, pending: Vec::new() }, None) };
         let (sender, receiver) = sync_channel::<Vec<ResidentChange>>(8);
         let applier = scope.spawn(move || {
+            let mut copy = Some(copy);
             for changes in receiver {
-                copy.apply(changes);
+                let Some(held) = copy.as_mut() else { continue };
+                held.apply(changes);
+                if held.bytes > held.budget {
+                    crate::log::info(&format!(
+                        "the state outgrew its in-memory copy's budget (state-in-memory, {} bytes): state reads \
+                         go to RocksDB",
+                        held.budget
+                    ));
+                    copy = None;
+                }
             }
             copy
         });
@@ -159,7 +172,7 @@ impl ResidentFeed {
     }
 }
 
-/// The store's copy and its budget, shared by the store's clones.
+/// The store's copy, shared by the store's clones.
 #[derive(Clone, Default)]
 pub struct Resident {
     inner: Arc<Mutex<Holder>>,
@@ -168,7 +181,6 @@ pub struct Resident {
 #[derive(Default)]
 struct Holder {
     copy: Option<Arc<ResidentState>>,
-    budget: usize,
 }
 
 impl Resident {
@@ -177,7 +189,6 @@ impl Resident {
     pub fn load(&self, db: &DB, state: &ColumnFamily, budget: usize) -> Result<bool> {
         let copy = ResidentState::load(db, state, budget)?;
         let mut holder = self.lock();
-        holder.budget = budget;
         holder.copy = copy.map(Arc::new);
         Ok(holder.copy.is_some())
     }
@@ -198,17 +209,9 @@ impl Resident {
         taken
     }
 
-    /// Puts back the copy a successful commit changed, unless it outgrew the budget.
+    /// Puts back the copy a successful commit changed.
     pub fn put_back(&self, copy: ResidentState) {
-        let mut holder = self.lock();
-        if copy.bytes <= holder.budget {
-            holder.copy = Some(Arc::new(copy));
-        } else {
-            crate::log::info(&format!(
-                "the state outgrew its in-memory copy's budget ({} > {} bytes): state reads go to RocksDB",
-                copy.bytes, holder.budget
-            ));
-        }
+        self.lock().copy = Some(Arc::new(copy));
     }
 
     /// The memory the copy takes (0 without one).

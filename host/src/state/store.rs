@@ -173,7 +173,7 @@ impl StateStore {
             (written, applier.map(|thread| thread.join()))
         });
         written?;
-        if let Some(Ok(copy)) = changed {
+        if let Some(Ok(Some(copy))) = changed {
             self.resident.put_back(copy);
         }
         Ok(())

@@ -417,6 +417,7 @@ impl StateTxn {
     /// Reads the committed values of `keys` (state keys, in key order) in one batched
     /// lookup — far cheaper than one `get` each — so that later `get`s of them need no
     /// store access. Replaces what an earlier prefetch held (bounding the memory).
+    /// Nothing to do when the transaction reads the store's in-memory copy.
     pub fn prefetch_state(&mut self, mut keys: Vec<Vec<u8>>) -> Result<()> {
         if self.resident.is_some() {
             return Ok(());

@@ -1,8 +1,8 @@
 //! The cost of the WebAssembly boundary: input rows per second through a no-op
 //! processor and through running-count, at 1, 100 and 10 000 rows per key, on a real
-//! RocksDB store (each iteration is one batch, committed). Also: the same rows sent
-//! as a columnar batch versus as a list of typed rows. The store holds its state in
-//! memory as a query's does by default; `EDDY_BENCH_STATE_IN_MEMORY=0` reads RocksDB.
+//! RocksDB store (each iteration is one batch, committed); the store holds its state
+//! in memory as a query's does by default (`EDDY_BENCH_STATE_IN_MEMORY=0`: RocksDB).
+//! Columnar versus row-by-row transport is `row_transport.rs`.
 //!
 //! Run with `make bench` (builds the components first) or `cargo bench -p eddy`.
 

@@ -418,3 +418,26 @@ fn a_timer_registered_while_timers_fire_survives_the_commit_and_fires_next() {
     assert_eq!(results(1), ["timer.fired 1003", "timer.list [1003]"]);
     assert_eq!(results(2), ["timer.list []"]);
 }
+
+#[test]
+fn state_reads_alike_from_memory_from_rocksdb_and_from_a_copy_dropped_mid_run() {
+    // "shared" buys in every batch (amount = the batch's index), one new user per batch.
+    for setting in ["", "state-in-memory = 0", "state-in-memory = \"600\""] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        purchases(dir.path(), 6);
+        let spec = running_count_spec("[trigger]\navailable-now = true", "max-files-per-trigger = 1");
+        let (summary, _) = run(dir.path(), &format!("{setting}\n{spec}"), RunOptions::default());
+        assert_eq!(summary.batches, 6, "{setting}");
+        for batch in 0..6i64 {
+            let part = std::fs::read_to_string(dir.path().join(format!("out/part-{batch:05}.jsonl"))).expect("part");
+            let mut rows: Vec<serde_json::Value> =
+                part.lines().map(|line| serde_json::from_str(line).expect("json")).collect();
+            rows.sort_by_key(|row| row["user"].as_str().map(str::to_owned));
+            let expected = vec![
+                serde_json::json!({"user": "shared", "count": batch + 1, "sum": batch * (batch + 1) / 2}),
+                serde_json::json!({"user": format!("u{batch}"), "count": 1, "sum": 1}),
+            ];
+            assert_eq!(rows, expected, "{setting}, batch {batch}");
+        }
+    }
+}

@@ -304,11 +304,13 @@ impl WasmOperator {
         time: BatchTime,
         outputs: &mut OutputRows,
     ) -> Result<()> {
-        // Values and lists are one entry per key: read ahead in batched lookups.
+        // Values and lists are one entry per key: read ahead in batched lookups (unless
+        // the store's in-memory copy answers).
+        let prefetches = self.instance.txn_mut().context("no state transaction during the batch")?.prefetches();
         let read_ahead: Vec<VariableDecl> = self
             .state_variables()
             .into_iter()
-            .filter(|decl| matches!(decl.kind, StateKind::Value | StateKind::List))
+            .filter(|decl| prefetches && matches!(decl.kind, StateKind::Value | StateKind::List))
             .collect();
         let operator = self.options.operator_id;
         for chunk in groups.chunks(PREFETCH_KEYS) {

@@ -24,7 +24,7 @@ use xxhash_rust::xxh3::Xxh3DefaultBuilder;
 const ENTRY_OVERHEAD_BYTES: usize = 96;
 
 /// A complete copy of the committed `Cf::State` entries.
-#[derive(Clone, Default)]
+#[derive(Default)]
 pub struct ResidentState {
     entries: HashMap<Vec<u8>, Vec<u8>, Xxh3DefaultBuilder>,
     bytes: usize,
@@ -53,7 +53,7 @@ impl ResidentState {
     }
 
     /// Makes `changes`, in order.
-    pub fn apply(&mut self, changes: Vec<ResidentChange>) {
+    fn apply(&mut self, changes: Vec<ResidentChange>) {
         for change in changes {
             match change {
                 ResidentChange::Put(key, value) => self.put(key, value),
@@ -64,7 +64,7 @@ impl ResidentState {
     }
 
     /// Sets `key` to `value`.
-    pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+    fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
         let (key_len, value_len) = (key.len(), value.len());
         match self.entries.insert(key, value) {
             Some(old) => self.bytes = self.bytes - old.len() + value_len,
@@ -73,14 +73,14 @@ impl ResidentState {
     }
 
     /// Removes `key`.
-    pub fn delete(&mut self, key: &[u8]) {
+    fn delete(&mut self, key: &[u8]) {
         if let Some((key, value)) = self.entries.remove_entry(key) {
             self.bytes -= key.len() + value.len() + ENTRY_OVERHEAD_BYTES;
         }
     }
 
     /// Removes every key with `start <= key < end`.
-    pub fn delete_range(&mut self, start: &[u8], end: &[u8]) {
+    fn delete_range(&mut self, start: &[u8], end: &[u8]) {
         let mut removed = 0;
         self.entries.retain(|key, value| {
             let keep = key.as_slice() < start || key.as_slice() >= end;
@@ -175,33 +175,28 @@ impl ResidentFeed {
 /// The store's copy, shared by the store's clones.
 #[derive(Clone, Default)]
 pub struct Resident {
-    inner: Arc<Mutex<Holder>>,
-}
-
-#[derive(Default)]
-struct Holder {
-    copy: Option<Arc<ResidentState>>,
+    copy: Arc<Mutex<Option<Arc<ResidentState>>>>,
 }
 
 impl Resident {
     /// Loads the copy of `db`'s column family `state` when it fits in `budget` bytes;
     /// returns whether it did.
     pub fn load(&self, db: &DB, state: &ColumnFamily, budget: usize) -> Result<bool> {
-        let copy = ResidentState::load(db, state, budget)?;
-        let mut holder = self.lock();
-        holder.copy = copy.map(Arc::new);
-        Ok(holder.copy.is_some())
+        let copy = ResidentState::load(db, state, budget)?.map(Arc::new);
+        let loaded = copy.is_some();
+        *self.lock() = copy;
+        Ok(loaded)
     }
 
     /// The copy for a new transaction to read, if there is one.
     pub fn reader(&self) -> Option<Arc<ResidentState>> {
-        self.lock().copy.clone()
+        self.lock().clone()
     }
 
     /// Takes the copy for a commit to change, when no transaction still reads it
     /// (otherwise it is dropped: a reader of it would see the commit's changes).
     pub fn take_for_commit(&self) -> Option<ResidentState> {
-        let copy = self.lock().copy.take()?;
+        let copy = self.lock().take()?;
         let taken = Arc::try_unwrap(copy).ok();
         if taken.is_none() {
             crate::log::debug("a transaction outlived its batch: state reads go to RocksDB from now on");
@@ -211,16 +206,16 @@ impl Resident {
 
     /// Puts back the copy a successful commit changed.
     pub fn put_back(&self, copy: ResidentState) {
-        self.lock().copy = Some(Arc::new(copy));
+        *self.lock() = Some(Arc::new(copy));
     }
 
     /// The memory the copy takes (0 without one).
     pub fn bytes(&self) -> usize {
-        self.lock().copy.as_ref().map_or(0, |copy| copy.bytes)
+        self.lock().as_ref().map_or(0, |copy| copy.bytes)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Holder> {
-        // A panic elsewhere cannot leave the holder half-changed: take it as it is.
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Arc<ResidentState>>> {
+        // Only whole copies are stored or taken: a panic elsewhere leaves none half-changed.
+        self.copy.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

@@ -414,12 +414,18 @@ impl StateTxn {
         Ok(self.db.get_cf(handle, key)?)
     }
 
+    /// Whether [`prefetch_state`](Self::prefetch_state) reads anything ahead: not when
+    /// the transaction reads the store's in-memory copy (callers then skip making keys).
+    pub fn prefetches(&self) -> bool {
+        self.resident.is_none()
+    }
+
     /// Reads the committed values of `keys` (state keys, in key order) in one batched
     /// lookup — far cheaper than one `get` each — so that later `get`s of them need no
     /// store access. Replaces what an earlier prefetch held (bounding the memory).
-    /// Nothing to do when the transaction reads the store's in-memory copy.
+    /// Nothing to do when it reads the store's in-memory copy (see [`prefetches`](Self::prefetches)).
     pub fn prefetch_state(&mut self, mut keys: Vec<Vec<u8>>) -> Result<()> {
-        if self.resident.is_some() {
+        if !self.prefetches() {
             return Ok(());
         }
         // The batched lookup is told its keys are sorted: make sure (cheap when they are).

@@ -108,14 +108,17 @@ impl Stage for AggregateStage {
         let values = Values::of(input, &self.columns);
         let grouped = group_by_key(input, &self.group_indices, self.key_groups);
         let keys = grouped.keys();
-        // Each group's value, read ahead in one batched lookup.
+        // Each group's value, read ahead in one batched lookup (unless the store's
+        // in-memory copy answers).
         let state_keys: Vec<Vec<u8>> = keys
             .iter()
             .map(|k| {
                 layout::variable_key(&layout::key_prefix(self.operator_id, k.key_group, k.key), &self.aggregates.name)
             })
             .collect();
-        txn.prefetch_state(state_keys.clone())?;
+        if txn.prefetches() {
+            txn.prefetch_state(state_keys.clone())?;
+        }
         let mut changed: Vec<(Vec<u8>, WindowState)> = Vec::new();
         for (rows, state_key) in keys.iter().zip(state_keys) {
             stats.keys_with_input += 1;

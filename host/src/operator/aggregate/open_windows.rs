@@ -2,16 +2,17 @@
 //!
 //! The store holds every open window durably, packed by end (see
 //! [`WindowStage`](super::WindowStage)); this table holds the same windows in memory so
-//! that a batch reads none of them from RocksDB and finds the windows the watermark
-//! closes by their end, without timers. It is loaded from the store on a stage's first
-//! batch and follows every batch the stage runs; when the store's committed batch is
-//! not the last one it followed (a batch failed before its commit), it is loaded again.
-//! It also tracks, for the stage to write back, which windows a batch changed by
-//! *bucket* (an end in a key group: what one packed entry holds), and which windows are
-//! stored on their own rather than (only) in their bucket's packed entry.
-//! Memory: about 60 bytes per aggregate plus 70 per open window, and each key once.
+//! that a batch reads none of them from RocksDB. It is laid out as the store is: by
+//! *bucket* (an end in a key group: what one packed entry holds), so that the windows
+//! the watermark closes are whole buckets taken off the front, and a changed bucket is
+//! written back from its own list of windows, without a lookup per window. It is loaded
+//! from the store on a stage's first batch and follows every batch the stage runs;
+//! when the store's committed batch is not the last one it followed (a batch failed
+//! before its commit), it is loaded again. Each window also records whether a batch
+//! changed it and whether it is stored on its own rather than (only) in its bucket's
+//! packed entry. Memory: about 60 bytes per aggregate plus 100 per open window.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -22,53 +23,111 @@ use super::cbor;
 use super::running::WindowState;
 use crate::state::{Cf, StateStore, layout, packed};
 
-/// One group key's open windows.
-#[derive(Debug, Default)]
-pub struct Group {
-    /// Its windows, by start.
-    pub windows: Vec<WindowState>,
-}
-
-impl Group {
-    /// The window starting at `start`, if open.
-    pub fn find(&self, start: i64) -> Option<&WindowState> {
-        self.windows.binary_search_by_key(&start, |w| w.start).ok().map(|i| &self.windows[i])
-    }
-}
-
-/// Where a window is: its group key and start.
-pub type WindowAt = (Arc<[u8]>, i64);
-
 /// The windows of one end in one key group: what one packed entry holds.
 pub type Bucket = (i64, u16);
 
-/// A closed window: its group key, key group and final aggregates.
-pub type Closed = (Arc<[u8]>, u16, WindowState);
+/// One open window, with its group key.
+#[derive(Debug)]
+pub struct Slot {
+    /// The group key (encoded), shared by the key's windows of one batch.
+    pub key: Arc<[u8]>,
+    /// Its running aggregates.
+    pub window: WindowState,
+    /// Changed since its bucket was last written back.
+    pub changed: bool,
+    /// Stored as an entry of its own (newer than its bucket's packed entry, if any).
+    pub single: bool,
+}
+
+/// The open windows of one bucket; a group key has at most one window in a bucket (its
+/// start follows from the end, or, for sessions, two with one end would have merged).
+#[derive(Debug, Default)]
+pub struct BucketWindows {
+    slots: Vec<Slot>,
+    /// Each key's place in `slots`.
+    index: HashMap<Arc<[u8]>, u32, Xxh3DefaultBuilder>,
+    /// How many slots are changed.
+    changed: usize,
+    /// Listed among the changed buckets since the last [`OpenWindows::take_changed`].
+    listed: bool,
+}
+
+impl BucketWindows {
+    /// Its windows, in no particular order.
+    pub fn slots(&self) -> &[Slot] {
+        &self.slots
+    }
+
+    /// Its windows, to write back (clearing their `changed` marks is the writer's).
+    pub fn slots_mut(&mut self) -> &mut [Slot] {
+        &mut self.slots
+    }
+
+    /// How many of its windows changed since it was last written back.
+    pub fn changed(&self) -> usize {
+        self.changed
+    }
+
+    /// Records that its changed windows were written back.
+    pub fn written(&mut self) {
+        self.changed = 0;
+        self.slots.iter_mut().for_each(|slot| slot.changed = false);
+    }
+
+    fn position(&self, key: &[u8]) -> Option<usize> {
+        self.index.get(key).map(|&at| at as usize)
+    }
+
+    fn insert(&mut self, slot: Slot) -> usize {
+        self.changed += usize::from(slot.changed);
+        self.index.insert(slot.key.clone(), self.slots.len() as u32);
+        self.slots.push(slot);
+        self.slots.len() - 1
+    }
+
+    fn remove(&mut self, key: &[u8]) -> Option<Slot> {
+        let at = self.index.remove(key)? as usize;
+        let slot = self.slots.swap_remove(at);
+        if let Some(moved) = self.slots.get(at) {
+            self.index.insert(moved.key.clone(), at as u32);
+        }
+        self.changed -= usize::from(slot.changed);
+        Some(slot)
+    }
+}
 
 /// Every open window of one window stage.
 #[derive(Default)]
 pub struct OpenWindows {
     /// The last batch whose changes the table holds (`None`: loaded before any commit).
     as_of: Option<u64>,
-    groups: HashMap<Arc<[u8]>, Group, Xxh3DefaultBuilder>,
-    /// The (key, start) of every open window, by bucket (end, then key group).
-    ends: BTreeMap<Bucket, Vec<WindowAt>>,
-    /// The windows changed since [`take_changed`](Self::take_changed), by bucket (a
-    /// bucket whose windows closed is here too, without windows).
-    changed: HashMap<Bucket, Vec<WindowAt>, Xxh3DefaultBuilder>,
-    /// The windows stored as entries of their own (newer than their bucket's packed
-    /// entry, if any).
-    singles: HashSet<WindowAt, Xxh3DefaultBuilder>,
+    buckets: BTreeMap<Bucket, BucketWindows>,
+    /// The buckets changed since [`take_changed`](Self::take_changed), closed ones too.
+    changed: Vec<Bucket>,
+    /// Sessions only: the ends of each key's open sessions (fixed windows are found
+    /// by their end, which their start gives).
+    session_ends: Option<HashMap<Arc<[u8]>, Vec<i64>, Xxh3DefaultBuilder>>,
     windows: usize,
 }
 
 impl OpenWindows {
-    /// The open windows of `operator` in `key_groups` as the store has them committed.
-    pub fn load(store: &StateStore, operator: u16, key_groups: Range<u16>, now: i64) -> Result<OpenWindows> {
+    /// The open windows of `operator` in `key_groups` as the store has them committed;
+    /// `sessions` says whether they are session windows.
+    pub fn load(
+        store: &StateStore,
+        operator: u16,
+        key_groups: Range<u16>,
+        now: i64,
+        sessions: bool,
+    ) -> Result<OpenWindows> {
         let mut table = OpenWindows { as_of: store.committed_batch()?, ..OpenWindows::default() };
+        if sessions {
+            table.session_ends = Some(HashMap::default());
+        }
         let txn = store.begin();
         let bound = |group: u16| [operator.to_be_bytes(), group.to_be_bytes()].concat();
-        let mut key_group_of: HashMap<Arc<[u8]>, u16, Xxh3DefaultBuilder> = HashMap::default();
+        // A key's windows share its bytes.
+        let mut keys: HashMap<Arc<[u8]>, (), Xxh3DefaultBuilder> = HashMap::default();
         // Key groups are below the count, a u16: the range's end is a key group's prefix.
         // In a key group, the packed entries (no grouping key) come before the windows
         // stored on their own, which are newer.
@@ -84,29 +143,27 @@ impl OpenWindows {
                 }
                 let window: WindowState =
                     ciborium::from_reader(payload).context("a window's state in the store does not decode")?;
-                let key = table.shared_key(key);
-                key_group_of.insert(key.clone(), key_group);
-                if single {
-                    table.singles.insert((key.clone(), window.start));
+                let key = match keys.get_key_value(key) {
+                    Some((shared, ())) => shared.clone(),
+                    None => {
+                        let shared: Arc<[u8]> = Arc::from(key);
+                        keys.insert(shared.clone(), ());
+                        shared
+                    }
+                };
+                // Of two copies of a window, the later (stored on its own) is kept.
+                let bucket = table.buckets.entry((window.end, key_group)).or_default();
+                if let Some(at) = bucket.position(&key) {
+                    bucket.slots[at].window = window;
+                    bucket.slots[at].single = single;
+                    continue;
                 }
-                table.groups.entry(key).or_default().windows.push(window);
-            }
-        }
-        for (key, group) in &mut table.groups {
-            // Of two copies of a window, the later (stored on its own) is kept.
-            group.windows.sort_by_key(|w| w.start);
-            group.windows.dedup_by(|later, earlier| {
-                let same = later.start == earlier.start;
-                if same {
-                    std::mem::swap(later, earlier);
+                if let Some(ends) = &mut table.session_ends {
+                    ends.entry(key.clone()).or_default().push(window.end);
                 }
-                same
-            });
-            let key_group = key_group_of.get(key).copied().unwrap_or_default();
-            for window in &group.windows {
-                table.ends.entry((window.end, key_group)).or_default().push((key.clone(), window.start));
+                bucket.insert(Slot { key, window, changed: false, single });
+                table.windows += 1;
             }
-            table.windows += group.windows.len();
         }
         Ok(table)
     }
@@ -127,138 +184,127 @@ impl OpenWindows {
         self.windows
     }
 
-    /// The key's bytes as the table shares them (a new `Arc` for a key without windows).
-    pub fn shared_key(&self, key: &[u8]) -> Arc<[u8]> {
-        self.groups.get_key_value(key).map_or_else(|| Arc::from(key), |(shared, _)| shared.clone())
+    /// The key's open sessions (of a table of sessions), by start.
+    pub fn sessions_of(&self, key: &[u8], key_group: u16) -> Vec<WindowState> {
+        let ends = self.session_ends.as_ref().and_then(|ends| ends.get(key)).map_or(&[][..], Vec::as_slice);
+        let mut sessions: Vec<WindowState> = ends
+            .iter()
+            .filter_map(|end| {
+                let bucket = self.buckets.get(&(*end, key_group))?;
+                Some(bucket.slots[bucket.position(key)?].window.clone())
+            })
+            .collect();
+        sessions.sort_by_key(|w| w.start);
+        sessions
     }
 
-    /// The key's open windows, by start.
-    pub fn windows_of(&self, key: &[u8]) -> &[WindowState] {
-        self.groups.get(key).map_or(&[], |group| group.windows.as_slice())
-    }
-
-    /// Adds `partial` (one batch's rows of a window) to the key's window with the same
-    /// start, opening it if needed; returns the window as it now is.
-    pub fn add(&mut self, key: &Arc<[u8]>, key_group: u16, partial: WindowState) -> &WindowState {
-        let group = self.groups.entry(key.clone()).or_default();
-        self.changed.entry((partial.end, key_group)).or_default().push((key.clone(), partial.start));
-        match group.windows.binary_search_by_key(&partial.start, |w| w.start) {
-            Ok(index) => {
-                group.windows[index].merge(&partial);
-                &group.windows[index]
-            }
-            Err(index) => {
-                self.ends.entry((partial.end, key_group)).or_default().push((key.clone(), partial.start));
-                self.windows += 1;
-                group.windows.insert(index, partial);
-                &group.windows[index]
-            }
+    /// Adds `partial` (one batch's rows of a fixed window) to the key's window with
+    /// the same end, opening it if needed; returns the window as it now is.
+    pub fn add(&mut self, key: &Arc<[u8]>, key_group: u16, partial: WindowState) -> &Slot {
+        let bucket = (partial.end, key_group);
+        let windows = self.buckets.entry(bucket).or_default();
+        if !windows.listed {
+            windows.listed = true;
+            self.changed.push(bucket);
         }
+        let at = match windows.position(key) {
+            Some(at) => {
+                let slot = &mut windows.slots[at];
+                slot.window.merge(&partial);
+                if !slot.changed {
+                    slot.changed = true;
+                    windows.changed += 1;
+                }
+                at
+            }
+            None => {
+                self.windows += 1;
+                windows.insert(Slot { key: key.clone(), window: partial, changed: true, single: false })
+            }
+        };
+        &windows.slots[at]
     }
 
-    /// Replaces the key's windows by `windows` (sessions after merging, which the stage
-    /// stores on their own, not packed): one that moved or merged away leaves its bucket.
-    pub fn replace(&mut self, key: &Arc<[u8]>, key_group: u16, mut windows: Vec<WindowState>) {
-        windows.sort_by_key(|w| w.start);
-        let group = self.groups.entry(key.clone()).or_default();
-        for old in &group.windows {
-            let kept = windows.binary_search_by_key(&old.start, |w| w.start).is_ok_and(|i| windows[i].end == old.end);
-            if !kept && let Some(entries) = self.ends.get_mut(&(old.end, key_group)) {
-                entries.retain(|(k, start)| !(*start == old.start && k == key));
-                if entries.is_empty() {
-                    self.ends.remove(&(old.end, key_group));
+    /// Replaces the key's sessions by `sessions` (after merging; the stage stores
+    /// sessions on their own, not packed).
+    pub fn replace_sessions(&mut self, key: &Arc<[u8]>, key_group: u16, sessions: Vec<WindowState>) {
+        let Some(session_ends) = &mut self.session_ends else { return };
+        for end in session_ends.remove(&**key).unwrap_or_default() {
+            let bucket = (end, key_group);
+            if let Some(windows) = self.buckets.get_mut(&bucket)
+                && windows.remove(key).is_some()
+            {
+                self.windows -= 1;
+                if windows.slots.is_empty() {
+                    self.buckets.remove(&bucket);
                 }
             }
         }
-        for window in &windows {
-            if group.find(window.start).is_none_or(|old| old.end != window.end) {
-                self.ends.entry((window.end, key_group)).or_default().push((key.clone(), window.start));
-            }
+        if !sessions.is_empty() {
+            session_ends.insert(key.clone(), sessions.iter().map(|s| s.end).collect());
         }
-        self.windows = self.windows - group.windows.len() + windows.len();
-        if windows.is_empty() {
-            self.groups.remove(key);
-        } else {
-            group.windows = windows;
+        for session in sessions {
+            let windows = self.buckets.entry((session.end, key_group)).or_default();
+            windows.insert(Slot { key: key.clone(), window: session, changed: false, single: true });
+            self.windows += 1;
         }
     }
 
     /// Whether a window ends at or before `watermark`.
     pub fn any_ending_by(&self, watermark: i64) -> bool {
-        self.ends.first_key_value().is_some_and(|((end, _), _)| *end <= watermark)
+        self.buckets.first_key_value().is_some_and(|((end, _), _)| *end <= watermark)
     }
 
-    /// Removes and returns every window ending at or before `watermark`, by end.
-    pub fn close_until(&mut self, watermark: i64) -> Vec<Closed> {
-        let closing = self.ends.iter().take_while(|((end, _), _)| *end <= watermark).map(|(_, w)| w.len()).sum();
-        let mut closed = Vec::with_capacity(closing);
-        while let Some(entry) = self.ends.first_entry() {
+    /// Removes and returns every bucket whose windows end at or before `watermark`, by
+    /// end.
+    pub fn close_until(&mut self, watermark: i64) -> Vec<(Bucket, Vec<Slot>)> {
+        let mut closed = Vec::new();
+        while let Some(entry) = self.buckets.first_entry() {
             if entry.key().0 > watermark {
                 break;
             }
-            let ((end, key_group), windows) = entry.remove_entry();
-            self.changed.entry((end, key_group)).or_default();
-            for (key, start) in windows {
-                let Some(group) = self.groups.get_mut(&key) else { continue };
-                let Ok(index) = group.windows.binary_search_by_key(&start, |w| w.start) else { continue };
-                if group.windows[index].end != end {
-                    continue;
-                }
-                let window = group.windows.remove(index);
-                if group.windows.is_empty() {
-                    self.groups.remove(&key);
-                }
-                self.windows -= 1;
-                closed.push((key, key_group, window));
+            let (bucket, windows) = entry.remove_entry();
+            if !windows.listed {
+                self.changed.push(bucket);
             }
+            self.windows -= windows.slots.len();
+            if let Some(ends) = &mut self.session_ends {
+                for slot in &windows.slots {
+                    if let Some(list) = ends.get_mut(&slot.key) {
+                        list.retain(|end| *end != bucket.0);
+                        if list.is_empty() {
+                            ends.remove(&slot.key);
+                        }
+                    }
+                }
+            }
+            closed.push((bucket, windows.slots));
         }
         closed
     }
 
-    /// The windows changed since the last call, by bucket (by end then key group; a
-    /// bucket without windows now is to be deleted).
-    pub fn take_changed(&mut self) -> Vec<(Bucket, Vec<WindowAt>)> {
-        let mut buckets: Vec<(Bucket, Vec<WindowAt>)> = self.changed.drain().collect();
-        buckets.sort_unstable_by_key(|(bucket, _)| *bucket);
-        buckets
-    }
-
-    /// The window of `key` starting at `start`, if open.
-    pub fn find(&self, key: &[u8], start: i64) -> Option<&WindowState> {
-        self.groups.get(key)?.find(start)
-    }
-
-    /// How many windows `bucket` holds.
-    pub fn bucket_len(&self, bucket: Bucket) -> usize {
-        self.ends.get(&bucket).map_or(0, Vec::len)
-    }
-
-    /// Whether the window `at` is stored as an entry of its own.
-    pub fn is_single(&self, at: &WindowAt) -> bool {
-        self.singles.contains(at)
-    }
-
-    /// Records that the window `at` is (`true`) or is no longer (`false`) stored as an
-    /// entry of its own.
-    pub fn set_single(&mut self, at: WindowAt, single: bool) {
-        if single {
-            self.singles.insert(at);
-        } else {
-            self.singles.remove(&at);
+    /// The buckets changed since the last call, by end then key group (a bucket not
+    /// open any more is to be deleted).
+    pub fn take_changed(&mut self) -> Vec<Bucket> {
+        let mut changed = std::mem::take(&mut self.changed);
+        changed.sort_unstable();
+        changed.dedup();
+        for bucket in &changed {
+            if let Some(windows) = self.buckets.get_mut(bucket) {
+                windows.listed = false;
+            }
         }
+        changed
     }
 
-    /// The windows of `bucket`, with their keys.
-    pub fn bucket(&self, bucket: Bucket) -> impl Iterator<Item = (&Arc<[u8]>, &WindowState)> {
-        self.ends.get(&bucket).into_iter().flatten().filter_map(|(key, start)| {
-            let (shared, group) = self.groups.get_key_value(key)?;
-            Some((shared, group.find(*start)?))
-        })
+    /// The open windows of `bucket`, if any.
+    pub fn bucket_mut(&mut self, bucket: Bucket) -> Option<&mut BucketWindows> {
+        self.buckets.get_mut(&bucket)
     }
 
     /// Every open window with its key.
-    pub fn all(&self) -> impl Iterator<Item = (&Arc<[u8]>, &WindowState)> {
-        self.groups.iter().flat_map(|(key, group)| group.windows.iter().map(move |w| (key, w)))
+    pub fn all(&self) -> impl Iterator<Item = &Slot> {
+        self.buckets.values().flat_map(|windows| windows.slots.iter())
     }
 }
 

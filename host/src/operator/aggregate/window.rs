@@ -25,7 +25,7 @@
 //! row in them; a row within `gap` of sessions merges them (also a late row that
 //! bridges two), so a session's start can move back and its end forward.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -33,7 +33,7 @@ use anyhow::{Context, Result, bail};
 use arrow::array::{Array, RecordBatch, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType, Field, SchemaRef, TimeUnit};
 
-use super::open_windows::{Bucket, OpenWindows, WindowAt, window_key_into};
+use super::open_windows::{Bucket, OpenWindows, window_key_into};
 use super::running::{self, Column, Values, WindowState};
 use crate::contract::OutputMode;
 use crate::operator::grouping::{KeyRows, group_by_key};
@@ -151,7 +151,9 @@ impl WindowStage {
         match self.open.take() {
             Some(shards) if shards.iter().all(|open| open.is_current(committed)) => Ok(shards),
             _ => {
-                self.shards.iter().map(|range| OpenWindows::load(store, self.operator_id, range.clone(), now)).collect()
+                let sessions = self.is_session();
+                let load = |range: &Range<u16>| OpenWindows::load(store, self.operator_id, range.clone(), now, sessions);
+                self.shards.iter().map(load).collect()
             }
         }
     }
@@ -171,11 +173,7 @@ impl WindowStage {
         let mut scratch = Scratch::default();
         for rows in keys {
             stats.keys_with_input += 1;
-            let touched = self.add_rows(open, &mut txn, &mut scratch, rows, batch, &mut stats)?;
-            if !touched.is_empty() {
-                let shared = open.shared_key(rows.key);
-                changed.extend(touched.into_iter().map(|w| (shared.clone(), w)));
-            }
+            self.add_rows(open, &mut txn, &mut scratch, rows, batch, &mut stats, &mut changed)?;
         }
         let closed = match batch.watermark {
             Some(watermark) if self.spec.output_mode != OutputMode::Complete => {
@@ -190,8 +188,8 @@ impl WindowStage {
         };
         let changed = open.take_changed();
         if !self.is_session() {
-            for (bucket, windows) in changed {
-                self.write_bucket(open, &mut txn, &mut scratch, bucket, windows)?;
+            for bucket in changed {
+                self.write_bucket(open, &mut txn, &mut scratch, bucket)?;
             }
         }
         Ok(ShardOutput { txn, output, stats })
@@ -201,63 +199,49 @@ impl WindowStage {
         matches!(self.spec.windows, WindowKind::Session { .. })
     }
 
-    /// Stores the windows of `bucket` that changed (`changed`): the whole bucket as one
-    /// packed entry when most of it changed (its windows' entries of their own then go),
-    /// else each changed window as an entry of its own; a bucket without windows left
-    /// is deleted.
-    fn write_bucket(
-        &self,
-        open: &mut OpenWindows,
-        txn: &mut StateTxn,
-        scratch: &mut Scratch,
-        bucket: Bucket,
-        changed: Vec<WindowAt>,
-    ) -> Result<()> {
+    /// Stores the windows of `bucket` that changed: the whole bucket as one packed
+    /// entry when most of it changed (its windows' entries of their own then go), else
+    /// each changed window as an entry of its own; a bucket without windows left is
+    /// deleted.
+    fn write_bucket(&self, open: &mut OpenWindows, txn: &mut StateTxn, scratch: &mut Scratch, bucket: Bucket) -> Result<()> {
         let (end, key_group) = bucket;
         let key = packed::packed_key(self.operator_id, key_group, &layout::sortable_i64(end));
-        let total = open.bucket_len(bucket);
-        // A bucket's windows close together: while it has windows, every changed one is
-        // among them, and each is in `changed` once (one partial per key per batch).
-        debug_assert!(total == 0 || changed.iter().collect::<HashSet<_>>().len() == changed.len());
-        if total == 0 {
+        let Some(windows) = open.bucket_mut(bucket) else {
             // Its windows all closed (each logged its delete).
             txn.delete_unlogged(key);
-        } else if changed.len() * 2 >= total {
-            let every_window_changed = changed.len() == total;
-            let changed: HashSet<WindowAt> =
-                if every_window_changed { HashSet::new() } else { changed.into_iter().collect() };
-            let (mut value, mut stale) = (Vec::new(), Vec::new());
-            for (group_key, window) in open.bucket(bucket) {
-                scratch.encode(self, key_group, group_key, window)?;
+            return Ok(());
+        };
+        let (total, changed) = (windows.slots().len(), windows.changed());
+        if changed * 2 >= total {
+            let every_window_changed = changed == total;
+            let mut value = Vec::with_capacity(scratch.packed_size_hint * total);
+            for slot in windows.slots_mut() {
+                scratch.encode(self, key_group, &slot.key, &slot.window)?;
                 packed::pack(&mut value, &scratch.key, &scratch.value);
-                let at = (group_key.clone(), window.start);
-                if !every_window_changed && changed.contains(&at) {
+                if !every_window_changed && slot.changed {
                     txn.log_change(&scratch.key, Some(&scratch.value));
                 }
-                if open.is_single(&at) {
-                    stale.push(at);
+                if slot.single {
+                    txn.delete_unlogged(scratch.key.clone());
+                    slot.single = false;
                 }
             }
+            scratch.packed_size_hint = value.len() / total + 1;
             if every_window_changed {
                 // The packed value is the records of all its windows' changes.
                 txn.put_self_logged(key, value);
             } else {
                 txn.put_unlogged(key, value);
             }
-            for at in stale {
-                scratch.encode_key(self, key_group, &at.0, at.1);
-                txn.delete_unlogged(scratch.key.clone());
-                open.set_single(at, false);
-            }
         } else {
-            for at in changed {
-                let Some(window) = open.find(&at.0, at.1) else { continue };
-                scratch.encode(self, key_group, &at.0, window)?;
+            for slot in windows.slots_mut().iter_mut().filter(|slot| slot.changed) {
+                scratch.encode(self, key_group, &slot.key, &slot.window)?;
                 txn.log_change(&scratch.key, Some(&scratch.value));
                 txn.put_unlogged(scratch.key.clone(), scratch.value.clone());
-                open.set_single(at, true);
+                slot.single = true;
             }
         }
+        windows.written();
         Ok(())
     }
 
@@ -362,7 +346,8 @@ impl WindowStage {
     }
 
     /// Adds one key's rows to its windows (in `open`, and their changes to the change
-    /// log of `txn`); returns the windows it changed.
+    /// log of `txn`); in update mode, pushes the windows it changed to `changed`.
+    #[allow(clippy::too_many_arguments)]
     fn add_rows(
         &self,
         open: &mut OpenWindows,
@@ -371,12 +356,13 @@ impl WindowStage {
         rows: &KeyRows,
         batch: &BatchRows,
         stats: &mut StageStats,
-    ) -> Result<Vec<WindowState>> {
+        changed: &mut Vec<(Arc<[u8]>, WindowState)>,
+    ) -> Result<()> {
         let (key_group, key, rows) = (rows.key_group, rows.key, rows.rows);
-        let shared = open.shared_key(key);
-        let mut changed = Vec::new();
+        let shared: Arc<[u8]> = Arc::from(key);
+        let update = self.spec.output_mode == OutputMode::Update;
         if let WindowKind::Session { .. } = self.spec.windows {
-            let before = open.windows_of(key).to_vec();
+            let before = open.sessions_of(key, key_group);
             let sessions = self.sessions(&before, rows, batch, stats);
             for old in &before {
                 if !sessions.iter().any(|s| s.start == old.start) {
@@ -392,21 +378,23 @@ impl WindowStage {
                     txn.log_change(&scratch.key, Some(&scratch.value));
                     txn.put_unlogged(scratch.key.clone(), scratch.value.clone());
                     stats.state_rows_updated += 1;
-                    changed.push(session.clone());
+                    if update {
+                        changed.push((shared.clone(), session.clone()));
+                    }
                 }
             }
-            open.replace(&shared, key_group, sessions);
+            open.replace_sessions(&shared, key_group, sessions);
         } else {
             for partial in self.partials(rows, batch, stats) {
                 // Its change-log record is made when its bucket is written back.
-                let window = open.add(&shared, key_group, partial);
+                let slot = open.add(&shared, key_group, partial);
                 stats.state_rows_updated += 1;
-                if self.spec.output_mode == OutputMode::Update {
-                    changed.push(window.clone());
+                if update {
+                    changed.push((slot.key.clone(), slot.window.clone()));
                 }
             }
         }
-        Ok(changed)
+        Ok(())
     }
 
     /// The windows whose end the watermark reached, removed from state.
@@ -418,23 +406,22 @@ impl WindowStage {
         watermark: i64,
         stats: &mut StageStats,
     ) -> Vec<(Arc<[u8]>, WindowState)> {
-        let closed = open.close_until(watermark);
-        closed
-            .into_iter()
-            .map(|(key, key_group, window)| {
-                scratch.encode_key(self, key_group, &key, window.start);
+        let mut closed = Vec::new();
+        for ((_, key_group), slots) in open.close_until(watermark) {
+            closed.reserve(slots.len());
+            for slot in slots {
+                scratch.encode_key(self, key_group, &slot.key, slot.window.start);
                 txn.log_change(&scratch.key, None);
                 // Its packed copy goes with its bucket; an entry of its own is deleted here.
-                let at = (key, window.start);
-                if self.is_session() || open.is_single(&at) {
+                if slot.single {
                     txn.delete_unlogged(scratch.key.clone());
-                    open.set_single(at.clone(), false);
                 }
                 stats.entries_evicted += 1;
                 stats.state_rows_removed += 1;
-                (at.0, window)
-            })
-            .collect()
+                closed.push((slot.key, slot.window));
+            }
+        }
+        closed
     }
 }
 
@@ -444,6 +431,8 @@ impl WindowStage {
 struct Scratch {
     key: Vec<u8>,
     value: Vec<u8>,
+    /// Bytes per window of the last packed value written.
+    packed_size_hint: usize,
 }
 
 impl Scratch {
@@ -559,8 +548,9 @@ impl Stage for WindowStage {
                     self.spec.max_complete_rows
                 );
             }
-            outputs =
-                vec![shards.iter().flat_map(|open| open.all().map(|(key, w)| (key.clone(), w.clone()))).collect()];
+            outputs = vec![
+                shards.iter().flat_map(|open| open.all().map(|slot| (slot.key.clone(), slot.window.clone()))).collect(),
+            ];
         }
         // By window, then group (in the keys' encoded order); references sorted, not windows.
         let mut output: Vec<(&[u8], &WindowState)> =

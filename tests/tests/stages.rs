@@ -227,11 +227,13 @@ fn sliding_and_session_windows_match_the_reference() {
     assert_eq!(printed, expected);
 
     // Sessions with a 5 s gap: a: {1, 4} → [1, 9), {12} → [12, 17), {30, 33} → [30, 38);
-    // b: {7} → [7, 12). A later row at 8 for a bridges [1, 9) and [12, 17).
+    // b: {7} → [7, 12). A later row at 8 for a bridges [1, 9) and [12, 17), in a run
+    // after a restart (the sessions read back from the store).
     let session = "[[stage]]\n[stage.window]\ntime-column = \"ts\"\ngap = \"5 seconds\"\n\
          group-by = [\"user\"]\naggregates = [\"count\", \"sum(amount)\", \"min(amount)\", \"max(amount)\"]\noutput-mode = \"complete\"\n";
     let mut query = Query::new(session, None);
     query.add(&rows);
+    query.run();
     query.add(&[("a", 10, 8)]);
     query.run();
     let output = query.output();

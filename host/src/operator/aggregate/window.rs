@@ -152,7 +152,8 @@ impl WindowStage {
             Some(shards) if shards.iter().all(|open| open.is_current(committed)) => Ok(shards),
             _ => {
                 let sessions = self.is_session();
-                let load = |range: &Range<u16>| OpenWindows::load(store, self.operator_id, range.clone(), now, sessions);
+                let load =
+                    |range: &Range<u16>| OpenWindows::load(store, self.operator_id, range.clone(), now, sessions);
                 self.shards.iter().map(load).collect()
             }
         }
@@ -203,7 +204,13 @@ impl WindowStage {
     /// entry when most of it changed (its windows' entries of their own then go), else
     /// each changed window as an entry of its own; a bucket without windows left is
     /// deleted.
-    fn write_bucket(&self, open: &mut OpenWindows, txn: &mut StateTxn, scratch: &mut Scratch, bucket: Bucket) -> Result<()> {
+    fn write_bucket(
+        &self,
+        open: &mut OpenWindows,
+        txn: &mut StateTxn,
+        scratch: &mut Scratch,
+        bucket: Bucket,
+    ) -> Result<()> {
         let (end, key_group) = bucket;
         let key = packed::packed_key(self.operator_id, key_group, &layout::sortable_i64(end));
         let Some(windows) = open.bucket_mut(bucket) else {

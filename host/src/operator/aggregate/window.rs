@@ -73,10 +73,16 @@ struct BatchRows {
 /// What one shard did in a batch.
 struct ShardOutput {
     txn: StateTxn,
-    /// Closed (append) or changed (update) windows.
-    output: Vec<(Arc<[u8]>, WindowState)>,
+    /// Its closed (append) or changed (update) windows' output rows (none in complete
+    /// mode), in [`OutputOrder`].
+    rows: RecordBatch,
+    /// Each output row's place in that order.
+    order: Vec<OutputOrder>,
     stats: StageStats,
 }
+
+/// The order of output rows: by window (start, end), then group key (encoded).
+type OutputOrder = (i64, i64, Arc<[u8]>);
 
 impl WindowStage {
     /// The stage `spec` describes over rows of `input`; `has_watermark` says whether the
@@ -193,7 +199,18 @@ impl WindowStage {
                 self.write_bucket(open, &mut txn, &mut scratch, bucket)?;
             }
         }
-        Ok(ShardOutput { txn, output, stats })
+        // The shard's output rows are made (and its windows freed) on its own thread.
+        let (rows, order) = self.output_rows(output)?;
+        Ok(ShardOutput { txn, rows, order, stats })
+    }
+
+    /// Output rows of `windows`, in [`OutputOrder`].
+    fn output_rows(&self, mut windows: Vec<(Arc<[u8]>, WindowState)>) -> Result<(RecordBatch, Vec<OutputOrder>)> {
+        windows.sort_unstable_by(|(a_key, a), (b_key, b)| (a.start, a.end, a_key).cmp(&(b.start, b.end, b_key)));
+        let refs: Vec<(&[u8], &WindowState)> = windows.iter().map(|(group, w)| (&**group, w)).collect();
+        let rows = running::output_rows(&self.output_schema, self.group_indices.len(), true, &self.functions, &refs)?;
+        drop(refs);
+        Ok((rows, windows.into_iter().map(|(key, w)| (w.start, w.end, key)).collect()))
     }
 
     fn is_session(&self) -> bool {
@@ -458,6 +475,28 @@ impl Scratch {
     }
 }
 
+/// One batch of the shards' output rows, each shard's in [`OutputOrder`], merged in
+/// that order.
+fn merge_in_order(schema: &SchemaRef, mut shards: Vec<(RecordBatch, Vec<OutputOrder>)>) -> Result<RecordBatch> {
+    shards.retain(|(rows, _)| rows.num_rows() > 0);
+    if shards.len() <= 1 {
+        return Ok(shards.pop().map_or_else(|| RecordBatch::new_empty(schema.clone()), |(rows, _)| rows));
+    }
+    let total = shards.iter().map(|(rows, _)| rows.num_rows()).sum();
+    let mut next = vec![0usize; shards.len()];
+    let mut picks: Vec<(usize, usize)> = Vec::with_capacity(total);
+    for _ in 0..total {
+        let shard = (0..shards.len())
+            .filter(|&s| next[s] < shards[s].1.len())
+            .min_by(|&a, &b| shards[a].1[next[a]].cmp(&shards[b].1[next[b]]))
+            .context("the shards' output ran out early")?;
+        picks.push((shard, next[shard]));
+        next[shard] += 1;
+    }
+    let batches: Vec<&RecordBatch> = shards.iter().map(|(rows, _)| rows).collect();
+    Ok(arrow::compute::interleave_record_batch(&batches, &picks)?)
+}
+
 /// Whether two sessions are the same (by value: a NaN aggregate equals itself here).
 fn same_session(a: &WindowState, b: &WindowState) -> bool {
     a == b || (a.start == b.start && a.end == b.end && format!("{:?}", a.aggregates) == format!("{:?}", b.aggregates))
@@ -532,11 +571,11 @@ impl Stage for WindowStage {
         });
         let mut stats = StageStats { name: self.name.clone(), ..StageStats::default() };
         let mut txns = Vec::with_capacity(ran.len());
-        let mut outputs: Vec<Vec<(Arc<[u8]>, WindowState)>> = Vec::with_capacity(ran.len());
+        let mut outputs: Vec<(RecordBatch, Vec<OutputOrder>)> = Vec::with_capacity(ran.len());
         for shard in ran {
             let shard = shard?;
             txns.push(shard.txn);
-            outputs.push(shard.output);
+            outputs.push((shard.rows, shard.order));
             for (total, part) in [
                 (&mut stats.keys_with_input, shard.stats.keys_with_input),
                 (&mut stats.rows_dropped_by_watermark, shard.stats.rows_dropped_by_watermark),
@@ -555,15 +594,10 @@ impl Stage for WindowStage {
                     self.spec.max_complete_rows
                 );
             }
-            outputs = vec![
-                shards.iter().flat_map(|open| open.all().map(|slot| (slot.key.clone(), slot.window.clone()))).collect(),
-            ];
+            let all = shards.iter().flat_map(|open| open.all().map(|slot| (slot.key.clone(), slot.window.clone())));
+            outputs = vec![self.output_rows(all.collect())?];
         }
-        // By window, then group (in the keys' encoded order); references sorted, not windows.
-        let mut output: Vec<(&[u8], &WindowState)> =
-            outputs.iter().flatten().map(|(group, window)| (&**group, window)).collect();
-        output.sort_unstable_by(|(a_key, a), (b_key, b)| (a.start, a.end, *a_key).cmp(&(b.start, b.end, *b_key)));
-        let rows = running::output_rows(&self.output_schema, self.group_indices.len(), true, &self.functions, &output)?;
+        let rows = merge_in_order(&self.output_schema, outputs)?;
         for open in &mut shards {
             open.advance_to(time.batch_id);
         }

@@ -26,9 +26,3 @@ pub fn head(major: u8, argument: u64, out: &mut Vec<u8>) {
 pub fn int(value: i64, out: &mut Vec<u8>) {
     if value < 0 { head(1, !(value as u64), out) } else { head(0, value as u64, out) }
 }
-
-/// Appends a text string.
-pub fn text(value: &str, out: &mut Vec<u8>) {
-    head(3, value.len() as u64, out);
-    out.extend_from_slice(value.as_bytes());
-}

@@ -150,31 +150,31 @@ impl WindowState {
         if floats {
             return Ok(ciborium::into_writer(&self.trimmed(functions), out)?);
         }
-        out.push(0xa3); // a map of 3
-        cbor::text("start", out);
+        // Each item's head and name as CBOR text, written as one slice.
+        out.extend_from_slice(b"\xa3\x65start"); // a map of 3, "start"
         cbor::int(self.start, out);
-        cbor::text("end", out);
+        out.extend_from_slice(b"\x63end");
         cbor::int(self.end, out);
-        cbor::text("aggregates", out);
+        out.extend_from_slice(b"\x6aaggregates");
         cbor::head(4, functions.len().min(self.aggregates.len()) as u64, out);
         for (running, function) in self.aggregates.iter().zip(functions) {
             let n = matches!(function, AggregateFn::Count | AggregateFn::Avg).then_some(running.n).filter(|n| *n != 0);
-            let number = |name: &'static str, kept: bool, value: Option<Number>| match value {
+            let number = |name: &'static [u8], kept: bool, value: Option<Number>| match value {
                 Some(Number::Int(v)) if kept => Some((name, v)),
                 _ => None,
             };
             let fields = [
-                number("sum", matches!(function, AggregateFn::Sum | AggregateFn::Avg), running.sum),
-                number("min", matches!(function, AggregateFn::Min), running.min),
-                number("max", matches!(function, AggregateFn::Max), running.max),
+                number(b"\x63sum", matches!(function, AggregateFn::Sum | AggregateFn::Avg), running.sum),
+                number(b"\x63min", matches!(function, AggregateFn::Min), running.min),
+                number(b"\x63max", matches!(function, AggregateFn::Max), running.max),
             ];
             cbor::head(5, u64::from(n.is_some()) + fields.iter().flatten().count() as u64, out);
             if let Some(n) = n {
-                cbor::text("n", out);
+                out.extend_from_slice(b"\x61n");
                 cbor::int(n, out);
             }
             for (name, value) in fields.iter().flatten() {
-                cbor::text(name, out);
+                out.extend_from_slice(name);
                 cbor::int(*value, out);
             }
         }

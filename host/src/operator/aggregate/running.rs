@@ -365,6 +365,32 @@ pub fn output_rows(
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
 
+/// The order of a window stage's output rows: by window (start, end), then group key
+/// (encoded).
+pub type OutputOrder = (i64, i64, Arc<[u8]>);
+
+/// One batch of the shards' output rows, each shard's in [`OutputOrder`], merged in
+/// that order.
+pub fn merge_in_order(schema: &SchemaRef, mut shards: Vec<(RecordBatch, Vec<OutputOrder>)>) -> Result<RecordBatch> {
+    shards.retain(|(rows, _)| rows.num_rows() > 0);
+    if shards.len() <= 1 {
+        return Ok(shards.pop().map_or_else(|| RecordBatch::new_empty(schema.clone()), |(rows, _)| rows));
+    }
+    let total = shards.iter().map(|(rows, _)| rows.num_rows()).sum();
+    let mut next = vec![0usize; shards.len()];
+    let mut picks: Vec<(usize, usize)> = Vec::with_capacity(total);
+    for _ in 0..total {
+        let shard = (0..shards.len())
+            .filter(|&s| next[s] < shards[s].1.len())
+            .min_by(|&a, &b| shards[a].1[next[a]].cmp(&shards[b].1[next[b]]))
+            .context("the shards' output ran out early")?;
+        picks.push((shard, next[shard]));
+        next[shard] += 1;
+    }
+    let batches: Vec<&RecordBatch> = shards.iter().map(|(rows, _)| rows).collect();
+    Ok(arrow::compute::interleave_record_batch(&batches, &picks)?)
+}
+
 /// An aggregate's value (`None`: null, when no value was seen).
 fn result(running: &Running, function: AggregateFn) -> Option<Number> {
     match function {
@@ -467,6 +493,25 @@ fn scalars(data_type: &DataType, rows: usize, values: impl Iterator<Item = Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shards_output_merges_by_window_then_key() -> Result<()> {
+        let schema = Arc::new(Schema::new(vec![Field::new("row", DataType::Int64, false)]));
+        // Each shard's rows in order; a row's value names its place in the merged order.
+        let shard = |rows: &[(i64, i64, &str, i64)]| -> Result<(RecordBatch, Vec<OutputOrder>)> {
+            let values = Int64Array::from(rows.iter().map(|r| r.3).collect::<Vec<_>>());
+            let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(values)])?;
+            Ok((batch, rows.iter().map(|(s, e, k, _)| (*s, *e, Arc::from(k.as_bytes()))).collect()))
+        };
+        let first = shard(&[(0, 10, "a", 0), (0, 10, "c", 2), (10, 20, "a", 3), (20, 30, "b", 6)])?;
+        let second = shard(&[(0, 10, "b", 1), (10, 20, "b", 4), (10, 20, "c", 5)])?;
+        let empty = shard(&[])?;
+        let merged = merge_in_order(&schema, vec![first, empty, second])?;
+        let rows = merged.column(0).as_any().downcast_ref::<Int64Array>().context("row column")?;
+        assert_eq!(rows.values().to_vec(), (0..7).collect::<Vec<i64>>());
+        assert_eq!(merge_in_order(&schema, vec![shard(&[])?])?.num_rows(), 0);
+        Ok(())
+    }
 
     #[test]
     fn windows_encode_by_hand_as_serde_writes_them() -> Result<()> {

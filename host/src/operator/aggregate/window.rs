@@ -34,7 +34,7 @@ use arrow::array::{Array, RecordBatch, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType, Field, SchemaRef, TimeUnit};
 
 use super::open_windows::{Bucket, OpenWindows, window_key_into};
-use super::running::{self, Column, Values, WindowState};
+use super::running::{self, Column, OutputOrder, Values, WindowState, merge_in_order};
 use crate::contract::OutputMode;
 use crate::operator::grouping::{KeyRows, group_by_key};
 use crate::operator::shards::key_group_ranges;
@@ -80,9 +80,6 @@ struct ShardOutput {
     order: Vec<OutputOrder>,
     stats: StageStats,
 }
-
-/// The order of output rows: by window (start, end), then group key (encoded).
-type OutputOrder = (i64, i64, Arc<[u8]>);
 
 impl WindowStage {
     /// The stage `spec` describes over rows of `input`; `has_watermark` says whether the
@@ -473,28 +470,6 @@ impl Scratch {
         self.value.extend_from_slice(&layout::NEVER.to_be_bytes());
         window.encode_trimmed(&stage.functions, &mut self.value)
     }
-}
-
-/// One batch of the shards' output rows, each shard's in [`OutputOrder`], merged in
-/// that order.
-fn merge_in_order(schema: &SchemaRef, mut shards: Vec<(RecordBatch, Vec<OutputOrder>)>) -> Result<RecordBatch> {
-    shards.retain(|(rows, _)| rows.num_rows() > 0);
-    if shards.len() <= 1 {
-        return Ok(shards.pop().map_or_else(|| RecordBatch::new_empty(schema.clone()), |(rows, _)| rows));
-    }
-    let total = shards.iter().map(|(rows, _)| rows.num_rows()).sum();
-    let mut next = vec![0usize; shards.len()];
-    let mut picks: Vec<(usize, usize)> = Vec::with_capacity(total);
-    for _ in 0..total {
-        let shard = (0..shards.len())
-            .filter(|&s| next[s] < shards[s].1.len())
-            .min_by(|&a, &b| shards[a].1[next[a]].cmp(&shards[b].1[next[b]]))
-            .context("the shards' output ran out early")?;
-        picks.push((shard, next[shard]));
-        next[shard] += 1;
-    }
-    let batches: Vec<&RecordBatch> = shards.iter().map(|(rows, _)| rows).collect();
-    Ok(arrow::compute::interleave_record_batch(&batches, &picks)?)
 }
 
 /// Whether two sessions are the same (by value: a NaN aggregate equals itself here).

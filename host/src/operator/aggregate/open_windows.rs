@@ -12,7 +12,7 @@
 //! changed it and whether it is stored on its own rather than (only) in its bucket's
 //! packed entry. Memory: about 60 bytes per aggregate plus 100 per open window.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -48,8 +48,6 @@ pub struct BucketWindows {
     index: HashMap<Arc<[u8]>, u32, Xxh3DefaultBuilder>,
     /// How many slots are changed.
     changed: usize,
-    /// Listed among the changed buckets since the last [`OpenWindows::take_changed`].
-    listed: bool,
 }
 
 impl BucketWindows {
@@ -102,8 +100,8 @@ pub struct OpenWindows {
     /// The last batch whose changes the table holds (`None`: loaded before any commit).
     as_of: Option<u64>,
     buckets: BTreeMap<Bucket, BucketWindows>,
-    /// The buckets changed since [`take_changed`](Self::take_changed), closed ones too.
-    changed: Vec<Bucket>,
+    /// The buckets closed since [`take_changed`](Self::take_changed).
+    closed: Vec<Bucket>,
     /// Sessions only: the ends of each key's open sessions (fixed windows are found
     /// by their end, which their start gives).
     session_ends: Option<HashMap<Arc<[u8]>, Vec<i64>, Xxh3DefaultBuilder>>,
@@ -127,7 +125,7 @@ impl OpenWindows {
         let txn = store.begin();
         let bound = |group: u16| [operator.to_be_bytes(), group.to_be_bytes()].concat();
         // A key's windows share its bytes.
-        let mut keys: HashMap<Arc<[u8]>, (), Xxh3DefaultBuilder> = HashMap::default();
+        let mut keys: HashSet<Arc<[u8]>, Xxh3DefaultBuilder> = HashSet::default();
         // Key groups are below the count, a u16: the range's end is a key group's prefix.
         // In a key group, the packed entries (no grouping key) come before the windows
         // stored on their own, which are newer.
@@ -143,11 +141,11 @@ impl OpenWindows {
                 }
                 let window: WindowState =
                     ciborium::from_reader(payload).context("a window's state in the store does not decode")?;
-                let key = match keys.get_key_value(key) {
-                    Some((shared, ())) => shared.clone(),
+                let key = match keys.get(key) {
+                    Some(shared) => shared.clone(),
                     None => {
                         let shared: Arc<[u8]> = Arc::from(key);
-                        keys.insert(shared.clone(), ());
+                        keys.insert(shared.clone());
                         shared
                     }
                 };
@@ -201,12 +199,7 @@ impl OpenWindows {
     /// Adds `partial` (one batch's rows of a fixed window) to the key's window with
     /// the same end, opening it if needed; returns the window as it now is.
     pub fn add(&mut self, key: &Arc<[u8]>, key_group: u16, partial: WindowState) -> &Slot {
-        let bucket = (partial.end, key_group);
-        let windows = self.buckets.entry(bucket).or_default();
-        if !windows.listed {
-            windows.listed = true;
-            self.changed.push(bucket);
-        }
+        let windows = self.buckets.entry((partial.end, key_group)).or_default();
         let at = match windows.position(key) {
             Some(at) => {
                 let slot = &mut windows.slots[at];
@@ -264,9 +257,7 @@ impl OpenWindows {
                 break;
             }
             let (bucket, windows) = entry.remove_entry();
-            if !windows.listed {
-                self.changed.push(bucket);
-            }
+            self.closed.push(bucket);
             self.windows -= windows.slots.len();
             if let Some(ends) = &mut self.session_ends {
                 for slot in &windows.slots {
@@ -286,14 +277,10 @@ impl OpenWindows {
     /// The buckets changed since the last call, by end then key group (a bucket not
     /// open any more is to be deleted).
     pub fn take_changed(&mut self) -> Vec<Bucket> {
-        let mut changed = std::mem::take(&mut self.changed);
+        let mut changed = std::mem::take(&mut self.closed);
+        changed.extend(self.buckets.iter().filter(|(_, windows)| windows.changed > 0).map(|(bucket, _)| *bucket));
         changed.sort_unstable();
         changed.dedup();
-        for bucket in &changed {
-            if let Some(windows) = self.buckets.get_mut(bucket) {
-                windows.listed = false;
-            }
-        }
         changed
     }
 

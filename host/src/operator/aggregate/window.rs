@@ -206,7 +206,6 @@ impl WindowStage {
         windows.sort_unstable_by(|(a_key, a), (b_key, b)| (a.start, a.end, a_key).cmp(&(b.start, b.end, b_key)));
         let refs: Vec<(&[u8], &WindowState)> = windows.iter().map(|(group, w)| (&**group, w)).collect();
         let rows = running::output_rows(&self.output_schema, self.group_indices.len(), true, &self.functions, &refs)?;
-        drop(refs);
         Ok((rows, windows.into_iter().map(|(key, w)| (w.start, w.end, key)).collect()))
     }
 

@@ -149,8 +149,11 @@ pub(crate) fn check_offsets(offsets: &[u32], rows: usize, data_len: usize) -> Re
 #[derive(Clone, Debug)]
 pub struct Rows {
     schema: Rc<Schema>,
+    /// The columns, shared by the batch and every slice of it.
+    columns: Rc<Vec<ColumnData>>,
+    /// The first of the columns' rows this batch holds.
+    start: usize,
     num_rows: usize,
-    columns: Vec<ColumnData>,
 }
 
 impl Rows {
@@ -178,22 +181,34 @@ impl Rows {
                 return Err(Error::msg(format!("column `{field}` of the batch {problem}")));
             }
         }
-        Ok(Rows { schema, num_rows, columns })
+        Ok(Self::from_valid_parts(schema, num_rows, columns))
     }
 
     /// A batch built by the SDK itself, already consistent with `schema`.
     pub(crate) fn from_valid_parts(schema: Rc<Schema>, num_rows: usize, columns: Vec<ColumnData>) -> Self {
-        Rows { schema, num_rows, columns }
+        Rows { schema, columns: Rc::new(columns), start: 0, num_rows }
     }
 
-    /// A copy of rows `range`, which must lie within the batch.
+    /// Rows `range` of the batch (which must lie within it), sharing its columns.
     pub(crate) fn slice(&self, range: std::ops::Range<usize>) -> Rows {
-        let columns = self.columns.iter().map(|column| column.slice(range.clone())).collect();
-        Rows { schema: self.schema.clone(), num_rows: range.len(), columns }
+        debug_assert!(range.start <= range.end && range.end <= self.num_rows, "a slice within the batch");
+        Rows {
+            schema: self.schema.clone(),
+            columns: self.columns.clone(),
+            start: self.start + range.start,
+            num_rows: range.len(),
+        }
     }
 
+    /// The batch's row count and columns (copied when the batch is a slice of a larger one).
     pub(crate) fn into_parts(self) -> (usize, Vec<ColumnData>) {
-        (self.num_rows, self.columns)
+        let whole = self.start == 0 && self.columns.first().is_none_or(|column| column.values.len() == self.num_rows);
+        let columns = match Rc::try_unwrap(self.columns) {
+            Ok(columns) if whole => columns,
+            Ok(columns) => columns.iter().map(|column| column.slice(self.start..self.start + self.num_rows)).collect(),
+            Err(shared) => shared.iter().map(|column| column.slice(self.start..self.start + self.num_rows)).collect(),
+        };
+        (self.num_rows, columns)
     }
 
     /// The batch's schema.
@@ -214,7 +229,8 @@ impl Rows {
     /// The column named or numbered `col`.
     pub fn column(&self, col: impl ColumnRef) -> Result<Column<'_>> {
         let index = col.resolve(&self.schema)?;
-        Ok(Column { field: &self.schema.fields()[index], data: &self.columns[index] })
+        let data = &self.columns[index];
+        Ok(Column { field: &self.schema.fields()[index], data, start: self.start, len: self.num_rows })
     }
 
     /// The values of the `BIGINT` column `col` (see [`Column::i64s`]).
@@ -258,6 +274,9 @@ impl Rows {
 pub struct Column<'a> {
     field: &'a Field,
     data: &'a ColumnData,
+    /// The column's rows are `data`'s rows `start..start + len`.
+    start: usize,
+    len: usize,
 }
 
 impl<'a> Column<'a> {
@@ -268,40 +287,50 @@ impl<'a> Column<'a> {
 
     /// The number of rows.
     pub fn len(&self) -> usize {
-        self.data.values.len()
+        self.len
     }
 
     /// Whether the column has no rows.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.len == 0
     }
 
     /// Whether row `row` is null. Null rows hold a placeholder (0, 0.0, false or an
     /// empty value) in the slices this column returns.
     pub fn is_null(&self, row: usize) -> bool {
-        row < self.len() && self.data.is_null(row)
+        row < self.len && self.data.is_null(self.start + row)
     }
 
     /// Whether any row is null.
     pub fn has_nulls(&self) -> bool {
-        (0..self.len()).any(|row| self.data.is_null(row))
+        self.data.validity.is_some() && (0..self.len).any(|row| self.is_null(row))
     }
 
     /// The value of row `row` (null when null), if the row exists.
     pub fn get(&self, row: usize) -> Option<Datum<'a>> {
-        if row >= self.len() {
+        if row >= self.len {
             None
-        } else if self.data.is_null(row) {
+        } else if self.is_null(row) {
             Some(Datum::Null)
         } else {
-            Some(self.data.values.datum(row))
+            Some(self.data.values.datum(self.start + row))
         }
+    }
+
+    /// This column's part of `values` (all of a column's rows).
+    fn rows_of<T>(&self, values: &'a [T]) -> &'a [T] {
+        &values[self.start..self.start + self.len]
+    }
+
+    /// This column's part of a variable-length column's offsets (one more than rows).
+    fn offsets_of(&self, offsets: &'a [u32]) -> &'a [u32] {
+        &offsets[self.start..=self.start + self.len]
     }
 
     /// The values of a `BIGINT` column.
     pub fn i64s(&self) -> Result<&'a [i64]> {
         match &self.data.values {
-            Values::Int64(v) => Ok(v),
+            Values::Int64(v) => Ok(self.rows_of(v)),
             _ => Err(self.mismatch(DataType::Int64, "i64s")),
         }
     }
@@ -309,7 +338,7 @@ impl<'a> Column<'a> {
     /// The values of a `TIMESTAMP` column, microseconds since the epoch.
     pub fn timestamps(&self) -> Result<&'a [i64]> {
         match &self.data.values {
-            Values::Timestamp(v) => Ok(v),
+            Values::Timestamp(v) => Ok(self.rows_of(v)),
             _ => Err(self.mismatch(DataType::Timestamp, "timestamps")),
         }
     }
@@ -317,7 +346,7 @@ impl<'a> Column<'a> {
     /// The values of a `DOUBLE` column.
     pub fn f64s(&self) -> Result<&'a [f64]> {
         match &self.data.values {
-            Values::Float64(v) => Ok(v),
+            Values::Float64(v) => Ok(self.rows_of(v)),
             _ => Err(self.mismatch(DataType::Float64, "f64s")),
         }
     }
@@ -325,7 +354,7 @@ impl<'a> Column<'a> {
     /// The values of a `BOOLEAN` column.
     pub fn bools(&self) -> Result<&'a [bool]> {
         match &self.data.values {
-            Values::Boolean(v) => Ok(v),
+            Values::Boolean(v) => Ok(self.rows_of(v)),
             _ => Err(self.mismatch(DataType::Boolean, "bools")),
         }
     }
@@ -333,7 +362,7 @@ impl<'a> Column<'a> {
     /// A `STRING` column's values.
     pub fn strs(&self) -> Result<StrColumn<'a>> {
         match &self.data.values {
-            Values::Utf8 { data, offsets } => Ok(StrColumn { data, offsets, column: self.data }),
+            Values::Utf8 { data, offsets } => Ok(StrColumn { data, offsets: self.offsets_of(offsets), column: *self }),
             _ => Err(self.mismatch(DataType::Utf8, "strs")),
         }
     }
@@ -341,7 +370,9 @@ impl<'a> Column<'a> {
     /// A `BINARY` column's values.
     pub fn binaries(&self) -> Result<BinaryColumn<'a>> {
         match &self.data.values {
-            Values::Binary { data, offsets } => Ok(BinaryColumn { data, offsets, column: self.data }),
+            Values::Binary { data, offsets } => {
+                Ok(BinaryColumn { data, offsets: self.offsets_of(offsets), column: *self })
+            }
             _ => Err(self.mismatch(DataType::Binary, "binaries")),
         }
     }
@@ -357,9 +388,10 @@ impl<'a> Column<'a> {
 /// The values of a `STRING` column.
 #[derive(Clone, Copy, Debug)]
 pub struct StrColumn<'a> {
+    /// All of the column's text; `offsets` (one per row and one more) point into it.
     data: &'a str,
     offsets: &'a [u32],
-    column: &'a ColumnData,
+    column: Column<'a>,
 }
 
 impl<'a> StrColumn<'a> {
@@ -388,9 +420,10 @@ impl<'a> StrColumn<'a> {
 /// The values of a `BINARY` column.
 #[derive(Clone, Copy, Debug)]
 pub struct BinaryColumn<'a> {
+    /// All of the column's bytes; `offsets` (one per row and one more) point into them.
     data: &'a [u8],
     offsets: &'a [u32],
-    column: &'a ColumnData,
+    column: Column<'a>,
 }
 
 impl<'a> BinaryColumn<'a> {
@@ -463,14 +496,14 @@ impl<'a> Row<'a> {
     /// The value in column `col` (null when null).
     pub fn value(&self, col: impl ColumnRef) -> Result<Datum<'a>> {
         let index = col.resolve(&self.rows.schema)?;
-        let column = &self.rows.columns[index];
-        Ok(if column.is_null(self.index) { Datum::Null } else { column.values.datum(self.index) })
+        let (column, row) = (&self.rows.columns[index], self.rows.start + self.index);
+        Ok(if column.is_null(row) { Datum::Null } else { column.values.datum(row) })
     }
 
     /// Whether column `col` is null in this row.
     pub fn is_null(&self, col: impl ColumnRef) -> Result<bool> {
         let index = col.resolve(&self.rows.schema)?;
-        Ok(self.rows.columns[index].is_null(self.index))
+        Ok(self.rows.columns[index].is_null(self.rows.start + self.index))
     }
 
     getters! {
@@ -484,11 +517,11 @@ impl<'a> Row<'a> {
 
     /// Every value of the row, owned.
     pub fn to_values(&self) -> Vec<Value> {
-        (0..self.rows.columns.len())
-            .map(|index| {
-                let column = &self.rows.columns[index];
-                if column.is_null(self.index) { Value::Null } else { column.values.datum(self.index).to_value() }
-            })
+        let row = self.rows.start + self.index;
+        self.rows
+            .columns
+            .iter()
+            .map(|column| if column.is_null(row) { Value::Null } else { column.values.datum(row).to_value() })
             .collect()
     }
 
@@ -525,6 +558,17 @@ mod tests {
         }
         let single = batch("a BIGINT", &[row![1], row![2]])?.slice(1..2);
         assert_eq!(single.i64s("a")?, &[2]);
+        // A slice of a slice, its columns, and its parts (copied out of the shared columns).
+        let inner = whole.slice(4..18).slice(3..9);
+        assert_eq!(inner.to_values(), whole.to_values()[7..13].to_vec());
+        let names: Vec<Option<&str>> = inner.strs("name")?.iter().collect();
+        let expected: Vec<Option<String>> = (7..13).map(|i| (i % 3 != 0).then(|| format!("n{i}é"))).collect();
+        assert_eq!(names, expected.iter().map(Option::as_deref).collect::<Vec<_>>());
+        assert!(inner.column("amount")?.is_null(3), "row 10 of the whole batch");
+        assert_eq!(inner.i64s("amount")?.len(), 6);
+        let (num_rows, columns) = inner.clone().into_parts();
+        let copied = super::Rows::from_valid_parts(inner.schema.clone(), num_rows, columns);
+        assert_eq!(copied.to_values(), inner.to_values());
         Ok(())
     }
 }

@@ -1,7 +1,7 @@
 //! Typed state variables over CBOR-encoded bytes.
 
 use std::any::type_name;
-use std::cell::OnceCell;
+use std::cell::{OnceCell, RefCell};
 use std::marker::PhantomData;
 use std::rc::Rc;
 use std::time::Duration;
@@ -55,15 +55,25 @@ impl From<Duration> for Ttl {
 
 /// Encodes a state value as CBOR.
 pub(crate) fn encode<T: Serialize + ?Sized>(name: &str, value: &T) -> Result<Vec<u8>> {
-    let mut bytes = Vec::new();
+    let mut bytes = Vec::with_capacity(32);
     ciborium::into_writer(value, &mut bytes)
         .map_err(|e| Error::msg(format!("state `{name}`: cannot encode a `{}` as CBOR: {e}", type_name::<T>())))?;
     Ok(bytes)
 }
 
+thread_local! {
+    /// The decoder's scratch space for text and byte strings, reused by every decode
+    /// (`ciborium::from_reader` zeroes a new 4 KiB buffer on each call).
+    static SCRATCH: RefCell<Vec<u8>> = RefCell::new(vec![0; 4096]);
+}
+
 /// Decodes a CBOR state value.
 pub(crate) fn decode<T: DeserializeOwned>(name: &str, bytes: &[u8]) -> Result<T> {
-    ciborium::from_reader(bytes).map_err(|e| {
+    let decoded = SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut scratch) => ciborium::de::from_reader_with_buffer(bytes, &mut scratch),
+        Err(_) => ciborium::from_reader(bytes),
+    });
+    decoded.map_err(|e| {
         Error::msg(format!(
             "state `{name}`: cannot decode the stored value as `{}`: {e} (did the variable's \
              type change? then give the new type a new variable name)",
@@ -83,7 +93,7 @@ fn encode_all<'a, T: Serialize + 'a>(name: &str, values: impl IntoIterator<Item 
 /// Runs `$host` with the opened WIT resource or `$memory` with the in-memory store.
 macro_rules! dispatch {
     ($self:ident, $resource:ty, |$h:ident| $host:expr, |$m:ident| $memory:expr) => {{
-        $self.store.check_active(&format!("state variable `{}`", $self.name))?;
+        $self.store.check_active(|| format!("state variable `{}`", $self.name))?;
         match &$self.store.backend {
             Backend::Host => {
                 let $h = $self.handle.get_or_init(|| <$resource>::new(&$self.name));

@@ -42,13 +42,14 @@ impl Store {
     }
 
     /// Fails unless a handler with a current key is running.
-    pub(crate) fn check_active(&self, what: &str) -> Result<()> {
+    pub(crate) fn check_active(&self, what: impl FnOnce() -> String) -> Result<()> {
         if self.active.get() {
             Ok(())
         } else {
             Err(Error::msg(format!(
-                "{what} can only be used inside handle_input_rows, handle_expired_timer or \
-                 handle_initial_state, where a key is current (not in init or close)"
+                "{} can only be used inside handle_input_rows, handle_expired_timer or \
+                 handle_initial_state, where a key is current (not in init or close)",
+                what()
             )))
         }
     }

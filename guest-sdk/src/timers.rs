@@ -48,7 +48,7 @@ impl Timers {
     }
 
     fn check(&self) -> Result<()> {
-        self.store.check_active("timers")?;
+        self.store.check_active(|| "timers".into())?;
         if self.store.time_mode() == TimeMode::None {
             return Err(Error::msg(
                 "timers need a time mode: call `ctx.set_time_mode(TimeMode::ProcessingTime)` \

@@ -55,6 +55,11 @@ impl WasmRuntime {
             .concurrency_support(false)
             .epoch_interruption(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        // `EDDY_WASM_PERF_MAP=1` names the guests' compiled functions for `perf`
+        // (in /tmp/perf-PID.map), so a profile shows where a processor spends its time.
+        if std::env::var_os("EDDY_WASM_PERF_MAP").is_some_and(|value| value == "1") {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine =
             Engine::new(&config).map_err(anyhow::Error::from).context("cannot start the WebAssembly engine")?;
         start_epoch_ticker(&engine);

@@ -13,7 +13,7 @@ pub fn decl() -> VariableDecl {
 
 /// The scope of key number `key`.
 pub fn scope(key: u64) -> KeyScope {
-    KeyScope::new(0, (key % 128) as u16, format!("user-{key:09}").into_bytes(), 1)
+    KeyScope::new(0, (key % 128) as u16, format!("user-{key:09}").as_bytes(), 1)
 }
 
 /// Writes `keys` value entries, `FILL_BATCH` per commit (batch ids from 0).

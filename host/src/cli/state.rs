@@ -204,7 +204,7 @@ mod tests {
         let seen = VariableDecl { name: "seen".into(), kind: StateKind::Map, ttl_us: None };
         for (user, count) in [("alice", 4), ("bob", 1)] {
             let encoded = key::encode(&[Scalar::Utf8(user.into())]);
-            let scope = KeyScope::new(0, key::key_group(&encoded, 8), encoded, 0);
+            let scope = KeyScope::new(0, key::key_group(&encoded, 8), &encoded, 0);
             scope.value_update(&mut txn, &totals, &cbor(&serde_json::json!({ "count": count })));
             scope.map_update(&mut txn, &seen, &cbor(&"page"), &cbor(&true));
             scope.timer_register(&mut txn, 60_000_000);

@@ -19,7 +19,7 @@ const NOW: i64 = 1_000_000;
 
 fn scope(user: &str) -> KeyScope {
     let encoded = key::encode(&[Scalar::Utf8(user.into())]);
-    KeyScope::new(0, key::key_group(&encoded, GROUPS), encoded, NOW)
+    KeyScope::new(0, key::key_group(&encoded, GROUPS), &encoded, NOW)
 }
 
 /// A store with: alice's totals (value), events (list), counts (map, 2 entries),

@@ -155,7 +155,7 @@ impl Stage for DedupStage {
         let mut kept: Vec<u32> = Vec::new();
         for key in grouped.keys() {
             stats.keys_with_input += 1;
-            let scope = KeyScope::new(self.operator_id, key.key_group, key.key.to_vec(), time.processing_time);
+            let scope = KeyScope::new(self.operator_id, key.key_group, key.key, time.processing_time);
             if scope.value_get(&txn, &self.seen)?.is_some() {
                 continue;
             }
@@ -174,7 +174,7 @@ impl Stage for DedupStage {
         }
         if let Some(watermark) = time.watermark {
             for due in Timers::due(&txn, self.operator_id, watermark)? {
-                let scope = KeyScope::new(self.operator_id, due.key_group, due.key, time.processing_time);
+                let scope = KeyScope::new(self.operator_id, due.key_group, &due.key, time.processing_time);
                 scope.timer_delete(&mut txn, due.expiry);
                 scope.clear(&mut txn, &self.seen)?;
                 stats.entries_evicted += 1;

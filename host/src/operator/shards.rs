@@ -191,12 +191,6 @@ impl Stage for ShardedOperator {
             txns = self.apply_initial_state(txns, &initial, time).context("applying the initial state failed")?;
         }
         let mut output = self.run_shards(txns, input, time)?;
-        // Every shard fired every due timer of its key groups, so together they fired all:
-        // their index entries go at the commit as one range (not one deletion each, which
-        // the next batches' scans for due timers would have to walk past).
-        if let (Some(deadline), Some(txn)) = (self.first().timer_deadline(time), output.txns.first_mut()) {
-            Timers::drop_fired_index(txn, self.operator_id, deadline)?;
-        }
         output.stats.run_ms = started.elapsed().as_millis() as u64;
         Ok(output)
     }

@@ -15,8 +15,11 @@ use arrow::datatypes::{Field as ArrowField, Schema, SchemaRef};
 use super::grouping::{KeyRows, group_by_key};
 use super::stage::{BatchTime, HandlerStats};
 use super::top_keys::TopKeysCollector;
-use crate::contract::rows::{OutputRows, arrow_type, contract_type, gather, key_label, row_range_bytes};
-use crate::contract::{Field, InitContext, Output, OutputMode, ProcessorSpec, QueryInfo, TimeMode, TimerValues};
+use crate::contract::rows::{OutputRows, arrow_type, contract_type, gather, row_range_bytes};
+use crate::contract::{
+    Field, InitContext, KeyRows as WireKeyRows, Output, OutputMode, ProcessorSpec, QueryInfo, Scalar, TimeMode,
+    TimerValues,
+};
 use crate::pipeline::{InstanceLimits, Limit, show_bytes};
 use crate::state::{Cf, DueTimer, KeyScope, StateKind, StateTxn, Timers, VariableDecl, evict_expired, key, layout};
 use crate::wasm::{CallKey, CallTimer, Module, ProcessorInstance, RandomScope};
@@ -248,8 +251,9 @@ impl WasmOperator {
             let grouped = group_by_key(rows, &key_indices, self.options.key_groups);
             let owned = grouped.keys().into_iter().filter(|k| self.options.key_group_range.contains(&k.key_group));
             for key in owned.collect::<Vec<_>>() {
-                let call_key = self.call_key(key.key_group, key.key.to_vec(), time)?;
-                self.instance.handle_initial_state(call_key, &gather(rows, key.rows), Self::timer_values(time))?;
+                let (call_key, values) = self.call_key(key.key_group, key.key, time)?;
+                let rows = gather(rows, key.rows);
+                self.instance.handle_initial_state(call_key, values, &rows, Self::timer_values(time))?;
             }
             Ok(())
         })();
@@ -290,11 +294,11 @@ impl WasmOperator {
         Ok(())
     }
 
-    /// Key `encoded` of `key_group` as a key of a call: its state scope and values.
-    fn call_key(&self, key_group: u16, encoded: Vec<u8>, time: BatchTime) -> Result<CallKey> {
-        let values = key::decode(&encoded).context("a grouping key in the state store is corrupt")?;
+    /// Key `encoded` of `key_group` as a key of a call, and its values.
+    fn call_key(&self, key_group: u16, encoded: &[u8], time: BatchTime) -> Result<(CallKey, Vec<Scalar>)> {
+        let values = key::decode(encoded).context("a grouping key in the state store is corrupt")?;
         let scope = KeyScope::new(self.options.operator_id, key_group, encoded, time.processing_time);
-        Ok(CallKey { scope, values })
+        Ok((CallKey { scope }, values))
     }
 
     fn run_keys(
@@ -318,7 +322,7 @@ impl WasmOperator {
                 let mut keys: Vec<Vec<u8>> = chunk
                     .iter()
                     .flat_map(|key| {
-                        let scope = KeyScope::new(operator, key.key_group, key.key.to_vec(), time.processing_time);
+                        let scope = KeyScope::new(operator, key.key_group, key.key, time.processing_time);
                         read_ahead.iter().map(move |decl| scope.var_key(decl))
                     })
                     .collect();
@@ -351,19 +355,20 @@ impl WasmOperator {
         outputs: &mut OutputRows,
     ) -> Result<usize> {
         let mut call_keys = Vec::with_capacity(keys.len());
-        let mut counts = Vec::with_capacity(keys.len());
+        let mut wire = Vec::with_capacity(keys.len());
         for key in keys {
-            call_keys.push(self.call_key(key.key_group, key.key.to_vec(), time)?);
-            counts.push(key.rows.len() as u32);
+            let (call_key, values) = self.call_key(key.key_group, key.key, time)?;
+            call_keys.push(call_key);
+            wire.push(WireKeyRows { key: values, num_rows: key.rows.len() as u32 });
         }
         let batch = match keys {
             [key] => gather(input, key.rows),
             _ => gather(input, &keys.iter().flat_map(|key| key.rows.iter().copied()).collect::<Vec<u32>>()),
         };
         let started = Instant::now();
-        let output = self.instance.handle_input_rows(call_keys, &counts, &batch, Self::timer_values(time))?;
+        let output = self.instance.handle_input_rows(call_keys, wire, &batch, Self::timer_values(time))?;
         let micros = started.elapsed().as_micros() as u64;
-        let label = |i: usize| key_label(&self.instance.call_keys()[i].values);
+        let label = |i: usize| self.instance.call_keys()[i].label();
         let handled = self.collect(output, "handle-input-rows", keys.len(), &label, outputs)?;
         self.calls.input_rows.add(HandlerStats { calls: handled as u64, micros });
         // The call's time is shared among the keys it handled by their rows.
@@ -371,7 +376,7 @@ impl WasmOperator {
         let call_rows = handled_keys.iter().map(|key| key.rows.len() as u64).sum::<u64>().max(1);
         for (key, call_key) in handled_keys.iter().zip(self.instance.call_keys()) {
             let rows = key.rows.len() as u64;
-            self.calls.top_keys.note(rows, micros * rows / call_rows, || key_label(&call_key.values));
+            self.calls.top_keys.note(rows, micros * rows / call_rows, || call_key.label());
         }
         Ok(handled)
     }
@@ -390,6 +395,13 @@ impl WasmOperator {
         let operator = self.options.operator_id;
         let txn = self.instance.txn_mut().context("no state transaction during the batch")?;
         let owned = self.options.key_group_range.clone();
+        // Every due timer fires in this batch, in every shard (each its key groups'), so
+        // their index entries go at the commit as one range, not one deletion each (which
+        // the next batches' scans for due timers would walk past); the shard of key
+        // group 0 drops it for all (the range spans every key group).
+        if owned.start == 0 {
+            Timers::drop_fired_index(txn, operator, deadline)?;
+        }
         let due: Vec<_> = Timers::due(txn, operator, deadline)?
             .into_iter()
             .filter(|timer| owned.contains(&timer.key_group))
@@ -417,13 +429,16 @@ impl WasmOperator {
         outputs: &mut OutputRows,
     ) -> Result<(usize, usize)> {
         let mut keys: Vec<CallKey> = Vec::new();
+        let mut wire_keys: Vec<Vec<Scalar>> = Vec::new();
         let mut key_index: HashMap<(u16, &[u8]), usize> = HashMap::with_capacity(due.len());
         let mut timers = Vec::with_capacity(due.len());
         for timer in due {
             let index = match key_index.get(&(timer.key_group, timer.key.as_slice())) {
                 Some(&index) => index,
                 None => {
-                    keys.push(self.call_key(timer.key_group, timer.key.clone(), time)?);
+                    let (call_key, values) = self.call_key(timer.key_group, &timer.key, time)?;
+                    keys.push(call_key);
+                    wire_keys.push(values);
                     key_index.insert((timer.key_group, timer.key.as_slice()), keys.len() - 1);
                     keys.len() - 1
                 }
@@ -431,9 +446,10 @@ impl WasmOperator {
             timers.push(CallTimer { key_index: index, expiry: timer.expiry, fired: false, taken: false });
         }
         let started = Instant::now();
-        let (output, timers) = self.instance.handle_expired_timers(keys, timers, Self::timer_values(time))?;
+        let (output, timers) =
+            self.instance.handle_expired_timers(keys, wire_keys, timers, Self::timer_values(time))?;
         let micros = started.elapsed().as_micros() as u64;
-        let label = |i: usize| key_label(&self.instance.call_keys()[timers[i].key_index].values);
+        let label = |i: usize| self.instance.call_keys()[timers[i].key_index].label();
         let handled = self.collect(output, "handle-expired-timers", timers.len(), &label, outputs)?;
         let (done, left) = timers.split_at(handled);
         let skipped = done.iter().position(|timer| !timer.taken);

@@ -26,9 +26,13 @@ pub fn from_sortable_i64(bytes: &[u8]) -> Option<i64> {
     Some((u64::from_be_bytes(array) ^ (1 << 63)) as i64)
 }
 
+/// How many bytes of a [`key_prefix`] come before the key: operator, key group and
+/// the key's length.
+pub const KEY_PREFIX_HEADER: usize = 8;
+
 /// The prefix shared by every state entry and timer of one grouping key.
 pub fn key_prefix(operator: u16, key_group: u16, key: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(8 + key.len() + 24);
+    let mut out = Vec::with_capacity(KEY_PREFIX_HEADER + key.len() + 24);
     out.extend_from_slice(&operator.to_be_bytes());
     out.extend_from_slice(&key_group.to_be_bytes());
     out.extend_from_slice(&(key.len() as u32).to_be_bytes());

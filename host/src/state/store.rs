@@ -191,8 +191,10 @@ impl StateStore {
         let changelog = self.cf_handle(CHANGELOG)?;
         // Dropped ranges first, so that every transaction's own puts in them stay; its
         // deletes there are already done by the range.
-        let dropped: Vec<(Cf, Vec<u8>, Vec<u8>)> =
+        let mut dropped: Vec<(Cf, Vec<u8>, Vec<u8>)> =
             txns.iter_mut().flat_map(|txn| std::mem::take(&mut txn.dropped_ranges)).collect();
+        dropped.sort_unstable_by(|a, b| (a.0 as u8, &a.1, &a.2).cmp(&(b.0 as u8, &b.1, &b.2)));
+        dropped.dedup();
         for (cf, start, end) in &dropped {
             batch.delete_range_cf(self.cf_handle(cf.name())?, start, end);
             if *cf == Cf::State && feed.is_fed() {
@@ -462,6 +464,28 @@ impl StateTxn {
     /// batch has dealt with, e.g. the index of timers that all fired.
     pub fn drop_committed_range(&mut self, cf: Cf, start: Vec<u8>, end: Vec<u8>) {
         self.dropped_ranges.push((cf, start, end));
+    }
+
+    /// Removes `key`; returns whether this transaction had deleted it already (one
+    /// search, where [`own_change`](Self::own_change) and [`delete`](Self::delete) are two).
+    pub fn delete_once(&mut self, cf: Cf, key: Vec<u8>) -> bool {
+        let key_len = key.len();
+        self.buffered_bytes += change_bytes(key_len, None);
+        let replaced = self.overlay[cf as usize].insert(key, None);
+        if let Some(replaced) = &replaced {
+            self.buffered_bytes -= change_bytes(key_len, replaced.as_ref());
+        }
+        replaced.is_some_and(|change| change.is_none())
+    }
+
+    /// Undoes this transaction's change of `key`, if any, so that the commit writes
+    /// nothing for it: for an entry under a range the commit drops anyway
+    /// ([`drop_committed_range`](Self::drop_committed_range)) that was put in this
+    /// transaction or is committed.
+    pub fn forget(&mut self, cf: Cf, key: &[u8]) {
+        if let Some(change) = self.overlay[cf as usize].remove(key) {
+            self.buffered_bytes -= change_bytes(key.len(), change.as_ref());
+        }
     }
 
     fn buffer(&mut self, cf: Cf, key: Vec<u8>, change: Option<Vec<u8>>) {

@@ -59,7 +59,8 @@ impl VariableDecl {
 pub struct KeyScope {
     operator: u16,
     key_group: u16,
-    key: Vec<u8>,
+    /// The key's prefix ([`layout::key_prefix`]): the encoded key after its first
+    /// [`layout::KEY_PREFIX_HEADER`] bytes.
     prefix: Vec<u8>,
     now: i64,
 }
@@ -70,9 +71,14 @@ fn corrupt(what: &str) -> anyhow::Error {
 
 /// The payload of a stamped value if it is still alive at `now`.
 pub fn value_get(raw: Option<Vec<u8>>, now: i64) -> Result<Option<Vec<u8>>> {
-    let Some(raw) = raw else { return Ok(None) };
+    let Some(mut raw) = raw else { return Ok(None) };
     let (expiry, payload) = layout::unstamp(&raw).ok_or_else(|| corrupt("value"))?;
-    Ok((expiry > now).then(|| payload.to_vec()))
+    if expiry <= now {
+        return Ok(None);
+    }
+    // The payload moves to the front of the same buffer (no second allocation).
+    raw.drain(..raw.len() - payload.len());
+    Ok(Some(raw))
 }
 
 /// The elements of a stored list that are still alive at `now`, with their expiry.
@@ -83,14 +89,13 @@ pub fn live_list(raw: &[u8], now: i64) -> Result<Vec<(i64, Vec<u8>)>> {
 
 impl KeyScope {
     /// The scope of `key` (encoded) in `key_group` of `operator` at processing time `now`.
-    pub fn new(operator: u16, key_group: u16, key: Vec<u8>, now: i64) -> Self {
-        let prefix = layout::key_prefix(operator, key_group, &key);
-        Self { operator, key_group, key, prefix, now }
+    pub fn new(operator: u16, key_group: u16, key: &[u8], now: i64) -> Self {
+        Self { operator, key_group, prefix: layout::key_prefix(operator, key_group, key), now }
     }
 
     /// The encoded grouping key.
     pub fn key(&self) -> &[u8] {
-        &self.key
+        &self.prefix[layout::KEY_PREFIX_HEADER..]
     }
 
     /// The state key of a value or list variable (a map's entries are under it).
@@ -218,20 +223,26 @@ impl KeyScope {
     /// Registers a timer at `expiry` for this key (once, however often it is called).
     pub fn timer_register(&self, txn: &mut StateTxn, expiry: i64) {
         txn.put(Cf::Timers, layout::timer_key(&self.prefix, expiry), Vec::new());
-        let index = layout::timer_index_key(self.operator, expiry, self.key_group, &self.key);
+        let index = layout::timer_index_key(self.operator, expiry, self.key_group, self.key());
         txn.put(Cf::TimerIndex, index, Vec::new());
     }
 
     /// Deletes this key's timer at `expiry`, if there is one.
     pub fn timer_delete(&self, txn: &mut StateTxn, expiry: i64) {
         txn.delete(Cf::Timers, layout::timer_key(&self.prefix, expiry));
-        txn.delete(Cf::TimerIndex, layout::timer_index_key(self.operator, expiry, self.key_group, &self.key));
+        txn.delete(Cf::TimerIndex, layout::timer_index_key(self.operator, expiry, self.key_group, self.key()));
     }
 
-    /// Whether this transaction deleted this key's timer at `expiry` (a timer found due
-    /// at the start of a pass may be deleted by a handler of that pass).
-    pub fn timer_deleted(&self, txn: &StateTxn, expiry: i64) -> bool {
-        txn.own_change(Cf::Timers, &layout::timer_key(&self.prefix, expiry)) == Some(None)
+    /// Deletes this key's due timer at `expiry` as it fires; false when this
+    /// transaction had deleted it already (a timer found due at the start of a pass
+    /// may be deleted by a handler of that pass). Its index entry is left to the
+    /// batch's range drop of fired timers ([`Timers::drop_fired_index`]).
+    pub fn timer_fire(&self, txn: &mut StateTxn, expiry: i64) -> bool {
+        if txn.delete_once(Cf::Timers, layout::timer_key(&self.prefix, expiry)) {
+            return false;
+        }
+        txn.forget(Cf::TimerIndex, &layout::timer_index_key(self.operator, expiry, self.key_group, self.key()));
+        true
     }
 
     /// This key's timers, earliest first.

@@ -103,30 +103,29 @@ impl ProcessorInstance {
         &self.store.data().scope.keys
     }
 
-    /// Calls `handle-input-rows` over `keys`, the i-th owning the next `counts[i]` rows
-    /// of `rows`.
+    /// Calls `handle-input-rows` over `keys`, the i-th with the values and row count
+    /// of `wire[i]` (its rows the next ones of `rows`).
     pub fn handle_input_rows(
         &mut self,
         keys: Vec<CallKey>,
-        counts: &[u32],
+        wire: Vec<KeyRows>,
         rows: &RowBatch,
         time: TimerValues,
     ) -> Result<Output, GuestError> {
-        let wire: Vec<KeyRows> =
-            keys.iter().zip(counts).map(|(key, &num_rows)| KeyRows { key: key.values.clone(), num_rows }).collect();
         self.store.data_mut().scope.set_call(keys, Vec::new());
         self.call("handle-input-rows", |p, s| p.eddy_processor_handler().call_handle_input_rows(s, &wire, rows, time))
     }
 
-    /// Calls `handle-expired-timers` over `timers` (of `keys`); returns the output and
-    /// the timers, each marked with whether the processor took it and whether it fired.
+    /// Calls `handle-expired-timers` over `timers` (of `keys`, whose values are
+    /// `wire_keys`); returns the output and the timers, each marked with whether the
+    /// processor took it and whether it fired.
     pub fn handle_expired_timers(
         &mut self,
         keys: Vec<CallKey>,
+        wire_keys: Vec<Vec<Scalar>>,
         timers: Vec<CallTimer>,
         time: TimerValues,
     ) -> Result<(Output, Vec<CallTimer>), GuestError> {
-        let wire_keys: Vec<Vec<Scalar>> = keys.iter().map(|key| key.values.clone()).collect();
         let wire_timers: Vec<DueTimer> = timers
             .iter()
             .map(|timer| DueTimer { key_index: timer.key_index as u32, expiry_time: timer.expiry })
@@ -138,9 +137,14 @@ impl ProcessorInstance {
         Ok((output, std::mem::take(&mut self.store.data_mut().scope.timers)))
     }
 
-    /// Calls `handle-initial-state` for `key`.
-    pub fn handle_initial_state(&mut self, key: CallKey, rows: &RowBatch, time: TimerValues) -> Result<(), GuestError> {
-        let values = key.values.clone();
+    /// Calls `handle-initial-state` for `key`, whose values are `values`.
+    pub fn handle_initial_state(
+        &mut self,
+        key: CallKey,
+        values: Vec<Scalar>,
+        rows: &RowBatch,
+        time: TimerValues,
+    ) -> Result<(), GuestError> {
         let scope = &mut self.store.data_mut().scope;
         scope.set_call(vec![key], Vec::new());
         scope.current = Some(0);
@@ -162,7 +166,7 @@ impl ProcessorInstance {
         let error = |this: &Self, problem| GuestError {
             module: this.store.data().module.clone(),
             function,
-            key: this.store.data().scope.key().map(|key| crate::contract::rows::key_label(&key.values)),
+            key: this.store.data().scope.key().map(CallKey::label),
             problem,
         };
         if self.poisoned {

@@ -3,7 +3,6 @@
 //! whether a batch passes does not depend on `EDDY_LOG`).
 
 use super::{HostState, trap};
-use crate::contract::rows::key_label;
 use crate::log::Level;
 use crate::wasm::bindings::eddy::processor::logging;
 
@@ -17,7 +16,7 @@ impl logging::Host for HostState {
             logging::Level::Warn => Level::Warn,
             logging::Level::Error => Level::Error,
         };
-        crate::log::guest(&self.module, &key_label(self.scope.key_values()), level, &message);
+        crate::log::guest(&self.module, &self.scope.key_label(), level, &message);
         Ok(())
     }
 }

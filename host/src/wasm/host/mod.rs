@@ -37,12 +37,23 @@ pub struct ListStateHandle(pub(super) Arc<VariableDecl>);
 /// An open `map-state` handle.
 pub struct MapStateHandle(pub(super) Arc<VariableDecl>);
 
-/// One key of a handler call: its state scope and its values (for logs and errors).
+/// One key of a handler call: where its state and timers are.
 pub struct CallKey {
     /// Where the key's state and timers are.
     pub scope: KeyScope,
-    /// The key's values.
-    pub values: Vec<Scalar>,
+}
+
+impl CallKey {
+    /// The key's values, decoded from its state key (for logs and errors only: the
+    /// call hands the processor the values it decoded once).
+    pub fn values(&self) -> Vec<Scalar> {
+        crate::state::key::decode(self.scope.key()).unwrap_or_default()
+    }
+
+    /// The key as logs and errors show it, e.g. `["user-1"]`.
+    pub fn label(&self) -> String {
+        crate::contract::rows::key_label(&self.values())
+    }
 }
 
 /// A due timer of a `handle-expired-timers` call.
@@ -101,9 +112,9 @@ impl CallScope {
         self.current.and_then(|index| self.keys.get(index))
     }
 
-    /// The current key's values (empty when none is current), for logs and errors.
-    pub fn key_values(&self) -> &[Scalar] {
-        self.key().map_or(&[], |key| &key.values)
+    /// The current key as logs show it (`[]` when none is current).
+    pub fn key_label(&self) -> String {
+        self.key().map_or_else(|| "[]".into(), CallKey::label)
     }
 
     /// The current key's scope, the batch's transaction and the usage, borrowed

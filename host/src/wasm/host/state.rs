@@ -11,7 +11,7 @@ use crate::wasm::bindings::eddy::processor::state;
 /// Splits the store data into the open variable and the current key + transaction.
 macro_rules! keyed {
     ($self:ident, $handle:expr, $what:literal) => {{
-        let decl = $self.table.get(&$handle)?.0.clone();
+        let decl = &$self.table.get(&$handle)?.0;
         let (Some(key), Some(txn), usage) = $self.scope.key_and_txn() else {
             wasmtime::bail!(
                 "state variable '{}' was used outside a keyed call ({}); state is only reachable while handling a key",

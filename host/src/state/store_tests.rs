@@ -276,3 +276,36 @@ fn a_transaction_alive_across_a_commit_keeps_reading_what_it_began_with() -> Res
     assert_eq!(store.begin().get(Cf::State, b"a")?, Some(b"2".to_vec()));
     Ok(())
 }
+
+#[test]
+fn an_entry_is_deleted_once_and_a_forgotten_change_under_a_dropped_range_is_not_written() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = StateStore::open(dir.path())?;
+    let mut committed = store.begin();
+    for key in [b"t1", b"t2", b"t9"] {
+        committed.put(Cf::TimerIndex, key.to_vec(), Vec::new());
+    }
+    store.commit(committed, 0)?;
+
+    let mut txn = store.begin();
+    assert!(!txn.delete_once(Cf::Timers, b"k1".to_vec()), "not deleted before");
+    assert!(txn.delete_once(Cf::Timers, b"k1".to_vec()), "deleted by this transaction already");
+    txn.put(Cf::Timers, b"k2".to_vec(), Vec::new());
+    assert!(!txn.delete_once(Cf::Timers, b"k2".to_vec()), "put in this transaction, not deleted");
+    assert_eq!(txn.get(Cf::Timers, b"k2")?, None);
+    // Two shards drop the same range; t3 (put in this batch) and t1 (committed) are
+    // forgotten, t4 is put and kept, t2 goes with the range, t9 lies outside it.
+    let before = txn.buffered_bytes();
+    txn.put(Cf::TimerIndex, b"t3".to_vec(), Vec::new());
+    txn.forget(Cf::TimerIndex, b"t3");
+    txn.forget(Cf::TimerIndex, b"t1");
+    assert_eq!(txn.buffered_bytes(), before, "a forgotten change no longer counts");
+    txn.put(Cf::TimerIndex, b"t4".to_vec(), Vec::new());
+    txn.drop_committed_range(Cf::TimerIndex, b"t".to_vec(), b"t5".to_vec());
+    txn.drop_committed_range(Cf::TimerIndex, b"t".to_vec(), b"t5".to_vec());
+    assert_eq!(txn.changes(Cf::TimerIndex), 1);
+    store.commit(txn, 1)?;
+    let left: Vec<Vec<u8>> = store.begin().scan_prefix(Cf::TimerIndex, b"t")?.into_iter().map(|(key, _)| key).collect();
+    assert_eq!(left, vec![b"t4".to_vec(), b"t9".to_vec()]);
+    Ok(())
+}

@@ -191,10 +191,8 @@ impl StateStore {
         let changelog = self.cf_handle(CHANGELOG)?;
         // Dropped ranges first, so that every transaction's own puts in them stay; its
         // deletes there are already done by the range.
-        let mut dropped: Vec<(Cf, Vec<u8>, Vec<u8>)> =
+        let dropped: Vec<(Cf, Vec<u8>, Vec<u8>)> =
             txns.iter_mut().flat_map(|txn| std::mem::take(&mut txn.dropped_ranges)).collect();
-        dropped.sort_unstable_by(|a, b| (a.0 as u8, &a.1, &a.2).cmp(&(b.0 as u8, &b.1, &b.2)));
-        dropped.dedup();
         for (cf, start, end) in &dropped {
             batch.delete_range_cf(self.cf_handle(cf.name())?, start, end);
             if *cf == Cf::State && feed.is_fed() {

@@ -59,8 +59,8 @@ impl VariableDecl {
 pub struct KeyScope {
     operator: u16,
     key_group: u16,
-    /// The key's prefix ([`layout::key_prefix`]): the encoded key after its first
-    /// [`layout::KEY_PREFIX_HEADER`] bytes.
+    /// The key's prefix ([`layout::key_prefix`]), which ends with the encoded key
+    /// (after its first [`layout::KEY_PREFIX_HEADER`] bytes).
     prefix: Vec<u8>,
     now: i64,
 }

@@ -2,8 +2,9 @@
 //!
 //! Built for batches of millions of rows over many keys: each row's key is encoded
 //! once into a reused buffer and looked up in a table of key ids (the distinct keys'
-//! bytes live in one arena, so lookups stay in cache); the rows are then placed by a
-//! counting sort into each key's list, in input order.
+//! bytes live in one arena, so lookups stay in cache); the keys are sorted and copied
+//! in that order, and the rows placed by a counting sort into each key's list, in
+//! input order.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -28,22 +29,26 @@ pub struct KeyRows<'a> {
 /// A batch's rows grouped by key: every key's bytes in one arena and every row index
 /// in one array (no allocation per key).
 pub struct Grouped {
-    keys: Keys,
+    /// The keys' bytes, key after key in (key group, key) order.
+    arena: Vec<u8>,
     /// The row indices, key after key.
     rows: Vec<u32>,
-    /// Per key in (key group, key) order: its group, its id in `keys`, its rows' range.
-    order: Vec<(u16, u32, std::ops::Range<usize>)>,
+    /// Per key in (key group, key) order: its group, its bytes' end in `arena`, its
+    /// rows' end in `rows` (each starts where the key before ends).
+    order: Vec<(u16, usize, usize)>,
 }
 
 impl Grouped {
     /// Every key with its rows, in (key group, key) order.
     pub fn keys(&self) -> Vec<KeyRows<'_>> {
+        let (mut key_start, mut rows_start) = (0, 0);
         self.order
             .iter()
-            .map(|(key_group, id, rows)| KeyRows {
-                key_group: *key_group,
-                key: self.keys.bytes(*id),
-                rows: &self.rows[rows.clone()],
+            .map(|&(key_group, key_end, rows_end)| {
+                let key =
+                    KeyRows { key_group, key: &self.arena[key_start..key_end], rows: &self.rows[rows_start..rows_end] };
+                (key_start, rows_start) = (key_end, rows_end);
+                key
             })
             .collect()
     }
@@ -130,6 +135,17 @@ fn group_with_hash(
         (0..keys.hashes.len() as u32).map(|id| (groups[id as usize], inline_prefix(keys.bytes(id)), id)).collect();
     sortable.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)).then_with(|| keys.bytes(a.2).cmp(keys.bytes(b.2))));
     let order: Vec<u32> = sortable.into_iter().map(|(_, _, id)| id).collect();
+    // The keys' bytes copied in that order: whoever goes through the keys in order
+    // (decoding each, making its state keys) then reads them one after the other, not
+    // scattered over the arena (a cache miss per key).
+    let mut arena = Vec::with_capacity(keys.arena.len());
+    let key_ends: Vec<usize> = order
+        .iter()
+        .map(|id| {
+            arena.extend_from_slice(keys.bytes(*id));
+            arena.len()
+        })
+        .collect();
     // Counting sort of the rows by key: each key's rows get a slice of `sorted`.
     let mut counts = vec![0u32; order.len()];
     for id in &key_of_row {
@@ -141,21 +157,19 @@ fn group_with_hash(
         cursor[*id as usize] = next;
         next += counts[*id as usize] as usize;
     }
-    let starts = cursor.clone();
     let mut sorted = vec![0u32; rows];
     for (row, id) in key_of_row.iter().enumerate() {
         let at = &mut cursor[*id as usize];
         sorted[*at] = row as u32;
         *at += 1;
     }
+    // Each key's cursor now stands at the end of its rows.
     let order = order
         .into_iter()
-        .map(|id| {
-            let start = starts[id as usize];
-            (groups[id as usize], id, start..start + counts[id as usize] as usize)
-        })
+        .zip(key_ends)
+        .map(|(id, key_end)| (groups[id as usize], key_end, cursor[id as usize]))
         .collect();
-    Grouped { keys, rows: sorted, order }
+    Grouped { arena, rows: sorted, order }
 }
 
 /// The first 16 bytes of `key`, zero-padded, as a number: ordered as the keys are,

@@ -42,6 +42,18 @@ pub fn key_group_ranges(key_groups: u16, parts: usize) -> Vec<Range<u16>> {
         .collect()
 }
 
+/// Each range's run of `keys`, which are in key-group order.
+pub fn keys_of_ranges<'k, 'a>(keys: &'k [KeyRows<'a>], ranges: &[Range<u16>]) -> Vec<&'k [KeyRows<'a>]> {
+    ranges
+        .iter()
+        .map(|range| {
+            let start = keys.partition_point(|key| key.key_group < range.start);
+            let end = keys.partition_point(|key| key.key_group < range.end);
+            &keys[start..end]
+        })
+        .collect()
+}
+
 impl ShardedOperator {
     /// Opens `parallelism` instances of `module`, each owning a range of key groups.
     pub fn open(
@@ -122,15 +134,7 @@ impl ShardedOperator {
         let grouped = group_by_key(input, self.first().key_indices(), self.key_groups);
         let keys = grouped.keys();
         // Keys come in key-group order and each shard owns a run of key groups: a slice each.
-        let per_shard: Vec<&[KeyRows]> = self
-            .ranges
-            .iter()
-            .map(|range| {
-                let start = keys.partition_point(|key| key.key_group < range.start);
-                let end = keys.partition_point(|key| key.key_group < range.end);
-                &keys[start..end]
-            })
-            .collect();
+        let per_shard = keys_of_ranges(&keys, &self.ranges);
         let results: Vec<Result<_>> = std::thread::scope(|scope| {
             let handles: Vec<_> = self
                 .shards

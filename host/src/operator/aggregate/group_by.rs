@@ -9,6 +9,7 @@
 //! watermark only evicts aggregation state when its column is a grouping key).
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 use anyhow::{Context, Result, bail};
 use arrow::array::RecordBatch;
@@ -16,10 +17,11 @@ use arrow::datatypes::{Field, SchemaRef};
 
 use super::running::{self, Column, Running, Values, WindowState};
 use crate::contract::OutputMode;
-use crate::operator::grouping::group_by_key;
+use crate::operator::grouping::{KeyRows, group_by_key};
+use crate::operator::shards::{key_group_ranges, keys_of_ranges};
 use crate::operator::stage::{BatchTime, Stage, StageOutput, StageStats};
 use crate::pipeline::{AggregateFn, AggregateSpec, StageSpec};
-use crate::state::{Cf, OperatorStateSchema, StateKind, StateStore, VariableDecl, layout, value_get};
+use crate::state::{Cf, OperatorStateSchema, StateKind, StateStore, StateTxn, VariableDecl, layout, value_get};
 
 /// An aggregate stage.
 pub struct AggregateStage {
@@ -32,6 +34,8 @@ pub struct AggregateStage {
     functions: Vec<AggregateFn>,
     output_schema: SchemaRef,
     aggregates: VariableDecl,
+    /// The key-group ranges of the shards a batch runs on in parallel.
+    shards: Vec<Range<u16>>,
 }
 
 impl AggregateStage {
@@ -50,6 +54,8 @@ impl AggregateStage {
             output_schema: running::output_schema(&group_fields, false, &columns),
             columns,
             aggregates: VariableDecl { name: "aggregates".into(), kind: StateKind::Value, ttl_us: None },
+            // One shard per core: a batch's groups are independent.
+            shards: key_group_ranges(key_groups, std::thread::available_parallelism().map_or(1, |n| n.get())),
         })
     }
 
@@ -81,6 +87,49 @@ impl AggregateStage {
         }
         Ok(all)
     }
+
+    /// One shard's part of a batch (`keys`, a run of its key groups) in its own
+    /// transaction: each group's stored aggregates merged with its rows' and written
+    /// back; returns the transaction and the groups with their new aggregates.
+    fn run_shard(
+        &self,
+        store: &StateStore,
+        keys: &[KeyRows],
+        values: &Values,
+        now: i64,
+    ) -> Result<(StateTxn, Vec<(Vec<u8>, WindowState)>)> {
+        let mut txn = store.begin();
+        // Each group's value, read ahead in one batched lookup (unless the store's
+        // in-memory copy answers).
+        let state_keys: Vec<Vec<u8>> = keys
+            .iter()
+            .map(|k| {
+                layout::variable_key(&layout::key_prefix(self.operator_id, k.key_group, k.key), &self.aggregates.name)
+            })
+            .collect();
+        if txn.prefetches() {
+            txn.prefetch_state(state_keys.clone())?;
+        }
+        let mut changed: Vec<(Vec<u8>, WindowState)> = Vec::with_capacity(keys.len());
+        for (rows, state_key) in keys.iter().zip(state_keys) {
+            let mut partial = vec![Running::default(); self.columns.len()];
+            for &row in rows.rows {
+                values.add_row(row as usize, &mut partial);
+            }
+            let mut merged = match value_get(txn.get(Cf::State, &state_key)?, now)? {
+                Some(raw) => decode(&raw)?,
+                None => vec![Running::default(); self.columns.len()],
+            };
+            for (stored, batch) in merged.iter_mut().zip(&partial) {
+                stored.merge(batch);
+            }
+            let mut value = layout::NEVER.to_be_bytes().to_vec();
+            ciborium::into_writer(&running::trimmed(&merged, &self.functions), &mut value)?;
+            txn.blind_put(Cf::State, state_key, value);
+            changed.push((rows.key.to_vec(), WindowState::unbounded(merged)));
+        }
+        Ok((txn, changed))
+    }
 }
 
 fn decode(raw: &[u8]) -> Result<Vec<Running>> {
@@ -103,42 +152,30 @@ impl Stage for AggregateStage {
 
     fn run(&mut self, store: &StateStore, input: &RecordBatch, time: BatchTime) -> Result<StageOutput> {
         let started = std::time::Instant::now();
-        let mut txn = store.begin();
-        let mut stats = StageStats { name: self.name.clone(), ..StageStats::default() };
         let values = Values::of(input, &self.columns);
         let grouped = group_by_key(input, &self.group_indices, self.key_groups);
         let keys = grouped.keys();
-        // Each group's value, read ahead in one batched lookup (unless the store's
-        // in-memory copy answers).
-        let state_keys: Vec<Vec<u8>> = keys
-            .iter()
-            .map(|k| {
-                layout::variable_key(&layout::key_prefix(self.operator_id, k.key_group, k.key), &self.aggregates.name)
-            })
-            .collect();
-        if txn.prefetches() {
-            txn.prefetch_state(state_keys.clone())?;
+        let now = time.processing_time;
+        let ran: Vec<Result<(StateTxn, Vec<(Vec<u8>, WindowState)>)>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = keys_of_ranges(&keys, &self.shards)
+                .into_iter()
+                .map(|keys| scope.spawn(|| self.run_shard(store, keys, &values, now)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|handle| handle.join().unwrap_or_else(|_| Err(anyhow::anyhow!("an aggregate shard panicked"))))
+                .collect()
+        });
+        let mut txns = Vec::with_capacity(ran.len());
+        let mut changed: Vec<(Vec<u8>, WindowState)> = Vec::with_capacity(keys.len());
+        for shard in ran {
+            let (txn, shard_changed) = shard?;
+            txns.push(txn);
+            changed.extend(shard_changed);
         }
-        let mut changed: Vec<(Vec<u8>, WindowState)> = Vec::new();
-        for (rows, state_key) in keys.iter().zip(state_keys) {
-            stats.keys_with_input += 1;
-            let mut partial = vec![Running::default(); self.columns.len()];
-            for &row in rows.rows {
-                values.add_row(row as usize, &mut partial);
-            }
-            let mut merged = match value_get(txn.get(Cf::State, &state_key)?, time.processing_time)? {
-                Some(raw) => decode(&raw)?,
-                None => vec![Running::default(); self.columns.len()],
-            };
-            for (stored, batch) in merged.iter_mut().zip(&partial) {
-                stored.merge(batch);
-            }
-            let mut value = layout::NEVER.to_be_bytes().to_vec();
-            ciborium::into_writer(&running::trimmed(&merged, &self.functions), &mut value)?;
-            txn.blind_put(Cf::State, state_key, value);
-            stats.state_rows_updated += 1;
-            changed.push((rows.key.to_vec(), WindowState::unbounded(merged)));
-        }
+        let mut stats = StageStats { name: self.name.clone(), ..StageStats::default() };
+        stats.keys_with_input = keys.len() as u64;
+        stats.state_rows_updated = keys.len() as u64;
         let mut output = match self.spec.output_mode {
             OutputMode::Complete => {
                 // The store's groups with this batch's changes (not read back from `txn`).
@@ -162,7 +199,7 @@ impl Stage for AggregateStage {
         let rows =
             running::output_rows(&self.output_schema, self.group_indices.len(), false, &self.functions, &output)?;
         stats.run_ms = started.elapsed().as_millis() as u64;
-        Ok(StageOutput { txns: vec![txn], rows: vec![rows], stats })
+        Ok(StageOutput { txns, rows: vec![rows], stats })
     }
 
     fn close(&mut self) -> Result<()> {

@@ -37,7 +37,7 @@ use super::open_windows::{Bucket, OpenWindows, window_key_into};
 use super::running::{self, Column, OutputOrder, Values, WindowState, merge_in_order};
 use crate::contract::OutputMode;
 use crate::operator::grouping::{KeyRows, group_by_key};
-use crate::operator::shards::key_group_ranges;
+use crate::operator::shards::{key_group_ranges, keys_of_ranges};
 use crate::operator::stage::{BatchTime, Stage, StageOutput, StageStats};
 use crate::pipeline::{AggregateFn, StageSpec, WindowKind, WindowSpec};
 use crate::state::{OperatorStateSchema, StateKind, StateStore, StateTxn, VariableDecl, layout, packed};
@@ -522,15 +522,7 @@ impl Stage for WindowStage {
         };
         let grouped = group_by_key(input, &self.group_indices, self.key_groups);
         let keys = grouped.keys();
-        // The keys are in key-group order: each shard takes its range's run of them.
-        let mut parts: Vec<&[KeyRows]> = Vec::with_capacity(self.shards.len());
-        let mut rest = keys.as_slice();
-        for range in &self.shards {
-            let split = rest.partition_point(|k| k.key_group < range.end);
-            let (part, after) = rest.split_at(split);
-            parts.push(part);
-            rest = after;
-        }
+        let parts = keys_of_ranges(&keys, &self.shards);
         let ran: Vec<Result<ShardOutput>> = std::thread::scope(|scope| {
             let this = &*self;
             let handles: Vec<_> = shards

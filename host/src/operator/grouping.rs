@@ -1,4 +1,5 @@
-//! Grouping a batch's rows by key, in (key group, key) order.
+//! Grouping a batch's rows by key, in (key group, key) order, and cutting the keys
+//! into the runs of the key-group ranges that shards own.
 //!
 //! Built for batches of millions of rows over many keys: each row's key is encoded
 //! once into a reused buffer and looked up in a table of key ids (the distinct keys'
@@ -9,6 +10,7 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::Range;
 
 use arrow::array::{ArrayRef, RecordBatch};
 
@@ -172,6 +174,30 @@ fn group_with_hash(
     Grouped { arena, rows: sorted, order }
 }
 
+/// Splits `0..key_groups` into `parts` contiguous, nearly equal ranges.
+pub fn key_group_ranges(key_groups: u16, parts: usize) -> Vec<Range<u16>> {
+    let parts = parts.clamp(1, usize::from(key_groups.max(1)));
+    (0..parts)
+        .map(|i| {
+            let start = usize::from(key_groups) * i / parts;
+            let end = usize::from(key_groups) * (i + 1) / parts;
+            start as u16..end as u16
+        })
+        .collect()
+}
+
+/// Each range's run of `keys`, which are in key-group order.
+pub fn keys_of_ranges<'k, 'a>(keys: &'k [KeyRows<'a>], ranges: &[Range<u16>]) -> Vec<&'k [KeyRows<'a>]> {
+    ranges
+        .iter()
+        .map(|range| {
+            let start = keys.partition_point(|key| key.key_group < range.start);
+            let end = keys.partition_point(|key| key.key_group < range.end);
+            &keys[start..end]
+        })
+        .collect()
+}
+
 /// The first 16 bytes of `key`, zero-padded, as a number: ordered as the keys are,
 /// except that keys alike in those bytes (or differing only in trailing zeros) tie.
 fn inline_prefix(key: &[u8]) -> u128 {
@@ -273,6 +299,13 @@ mod tests {
         let rows: Vec<u32> = grouped.iter().map(|(_, _, rows)| rows[0]).collect();
         // Encoded strings start with their length: the shorter first.
         assert_eq!(rows, [3, 2, 1, 0, 4], "x, x\\0, the tenants a and b, then a\\0");
+    }
+
+    #[test]
+    fn ranges_cover_every_key_group_once() {
+        assert_eq!(key_group_ranges(128, 2), vec![0..64, 64..128]);
+        assert_eq!(key_group_ranges(10, 3), vec![0..3, 3..6, 6..10]);
+        assert_eq!(key_group_ranges(2, 8), vec![0..1, 1..2]);
     }
 
     #[test]

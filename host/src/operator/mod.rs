@@ -14,7 +14,7 @@ mod wasm_operator;
 pub use aggregate::{AggregateStage, WindowStage};
 pub use dedup::DedupStage;
 pub use grouping::{Grouped, KeyRows, group_by_key};
-pub use shards::{ShardedOperator, key_group_ranges};
+pub use shards::ShardedOperator;
 pub use sql::{INPUT_TABLE, SqlStage};
 pub use stage::{BatchTime, HandlerStats, Stage, StageOutput, StageStats};
 pub use top_keys::{TOP_KEYS, TopKeysCollector};

@@ -9,7 +9,7 @@ use anyhow::{Context, Result, anyhow};
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 
-use super::grouping::{KeyRows, group_by_key};
+use super::grouping::{group_by_key, key_group_ranges, keys_of_ranges};
 use super::stage::{BatchTime, Stage, StageOutput, StageStats};
 use super::top_keys::TopKeysCollector;
 use super::wasm_operator::{OperatorOptions, WasmOperator};
@@ -28,30 +28,6 @@ pub struct ShardedOperator {
     operator_id: u16,
     /// Rows for `handle-initial-state`, applied in the query's first batch.
     initial_state: Option<RecordBatch>,
-}
-
-/// Splits `0..key_groups` into `parts` contiguous, nearly equal ranges.
-pub fn key_group_ranges(key_groups: u16, parts: usize) -> Vec<Range<u16>> {
-    let parts = parts.clamp(1, usize::from(key_groups.max(1)));
-    (0..parts)
-        .map(|i| {
-            let start = usize::from(key_groups) * i / parts;
-            let end = usize::from(key_groups) * (i + 1) / parts;
-            start as u16..end as u16
-        })
-        .collect()
-}
-
-/// Each range's run of `keys`, which are in key-group order.
-pub fn keys_of_ranges<'k, 'a>(keys: &'k [KeyRows<'a>], ranges: &[Range<u16>]) -> Vec<&'k [KeyRows<'a>]> {
-    ranges
-        .iter()
-        .map(|range| {
-            let start = keys.partition_point(|key| key.key_group < range.start);
-            let end = keys.partition_point(|key| key.key_group < range.end);
-            &keys[start..end]
-        })
-        .collect()
 }
 
 impl ShardedOperator {
@@ -201,17 +177,5 @@ impl Stage for ShardedOperator {
 
     fn close(&mut self) -> Result<()> {
         self.shards.iter_mut().try_for_each(WasmOperator::close)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::key_group_ranges;
-
-    #[test]
-    fn ranges_cover_every_key_group_once() {
-        assert_eq!(key_group_ranges(128, 2), vec![0..64, 64..128]);
-        assert_eq!(key_group_ranges(10, 3), vec![0..3, 3..6, 6..10]);
-        assert_eq!(key_group_ranges(2, 8), vec![0..1, 1..2]);
     }
 }

@@ -17,11 +17,14 @@ use arrow::datatypes::{Field, SchemaRef};
 
 use super::running::{self, Column, Running, Values, WindowState};
 use crate::contract::OutputMode;
-use crate::operator::grouping::{KeyRows, group_by_key};
-use crate::operator::shards::{key_group_ranges, keys_of_ranges};
+use crate::operator::grouping::{KeyRows, group_by_key, key_group_ranges, keys_of_ranges};
 use crate::operator::stage::{BatchTime, Stage, StageOutput, StageStats};
 use crate::pipeline::{AggregateFn, AggregateSpec, StageSpec};
 use crate::state::{Cf, OperatorStateSchema, StateKind, StateStore, StateTxn, VariableDecl, layout, value_get};
+
+/// What one shard did in a batch: its transaction, and its groups with their new
+/// aggregates.
+type ShardRun = (StateTxn, Vec<(Vec<u8>, WindowState)>);
 
 /// An aggregate stage.
 pub struct AggregateStage {
@@ -91,13 +94,7 @@ impl AggregateStage {
     /// One shard's part of a batch (`keys`, a run of its key groups) in its own
     /// transaction: each group's stored aggregates merged with its rows' and written
     /// back; returns the transaction and the groups with their new aggregates.
-    fn run_shard(
-        &self,
-        store: &StateStore,
-        keys: &[KeyRows],
-        values: &Values,
-        now: i64,
-    ) -> Result<(StateTxn, Vec<(Vec<u8>, WindowState)>)> {
+    fn run_shard(&self, store: &StateStore, keys: &[KeyRows], values: &Values, now: i64) -> Result<ShardRun> {
         let mut txn = store.begin();
         // Each group's value, read ahead in one batched lookup (unless the store's
         // in-memory copy answers).
@@ -156,7 +153,7 @@ impl Stage for AggregateStage {
         let grouped = group_by_key(input, &self.group_indices, self.key_groups);
         let keys = grouped.keys();
         let now = time.processing_time;
-        let ran: Vec<Result<(StateTxn, Vec<(Vec<u8>, WindowState)>)>> = std::thread::scope(|scope| {
+        let ran: Vec<Result<ShardRun>> = std::thread::scope(|scope| {
             let handles: Vec<_> = keys_of_ranges(&keys, &self.shards)
                 .into_iter()
                 .map(|keys| scope.spawn(|| self.run_shard(store, keys, &values, now)))

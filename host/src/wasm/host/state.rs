@@ -43,21 +43,21 @@ impl state::HostValueState for HostState {
     }
     fn get(&mut self, this: Resource<ValueStateHandle>) -> wasmtime::Result<Option<Vec<u8>>> {
         let (decl, key, txn, _) = keyed!(self, this, "value get");
-        key.value_get(txn, &decl).map_err(trap)
+        key.value_get(txn, decl).map_err(trap)
     }
     fn exists(&mut self, this: Resource<ValueStateHandle>) -> wasmtime::Result<bool> {
         let (decl, key, txn, _) = keyed!(self, this, "value exists");
-        Ok(key.value_get(txn, &decl).map_err(trap)?.is_some())
+        Ok(key.value_get(txn, decl).map_err(trap)?.is_some())
     }
     fn update(&mut self, this: Resource<ValueStateHandle>, value: Vec<u8>) -> wasmtime::Result<()> {
         let (decl, key, txn, usage) = keyed!(self, this, "value update");
-        check_value(&self.limits, &decl, "a value", value.len()).map_err(trap)?;
-        charged!(self, txn, usage, key.value_update(txn, &decl, &value));
+        check_value(&self.limits, decl, "a value", value.len()).map_err(trap)?;
+        charged!(self, txn, usage, key.value_update(txn, decl, &value));
         Ok(())
     }
     fn clear(&mut self, this: Resource<ValueStateHandle>) -> wasmtime::Result<()> {
         let (decl, key, txn, usage) = keyed!(self, this, "value clear");
-        charged!(self, txn, usage, key.clear(txn, &decl)).map_err(trap)
+        charged!(self, txn, usage, key.clear(txn, decl)).map_err(trap)
     }
     fn drop(&mut self, this: Resource<ValueStateHandle>) -> wasmtime::Result<()> {
         self.table.delete(this)?;
@@ -72,25 +72,25 @@ impl state::HostListState for HostState {
     }
     fn get(&mut self, this: Resource<ListStateHandle>) -> wasmtime::Result<Vec<Vec<u8>>> {
         let (decl, key, txn, _) = keyed!(self, this, "list get");
-        key.list_get(txn, &decl).map_err(trap)
+        key.list_get(txn, decl).map_err(trap)
     }
     fn exists(&mut self, this: Resource<ListStateHandle>) -> wasmtime::Result<bool> {
         let (decl, key, txn, _) = keyed!(self, this, "list exists");
-        Ok(!key.list_get(txn, &decl).map_err(trap)?.is_empty())
+        Ok(!key.list_get(txn, decl).map_err(trap)?.is_empty())
     }
     fn append(&mut self, this: Resource<ListStateHandle>, values: Vec<Vec<u8>>) -> wasmtime::Result<()> {
         let (decl, key, txn, usage) = keyed!(self, this, "list append");
-        let stored = charged!(self, txn, usage, key.list_append(txn, &decl, &values)).map_err(trap)?;
-        check_value(&self.limits, &decl, "the list", stored).map_err(trap)
+        let stored = charged!(self, txn, usage, key.list_append(txn, decl, &values)).map_err(trap)?;
+        check_value(&self.limits, decl, "the list", stored).map_err(trap)
     }
     fn put(&mut self, this: Resource<ListStateHandle>, values: Vec<Vec<u8>>) -> wasmtime::Result<()> {
         let (decl, key, txn, usage) = keyed!(self, this, "list put");
-        let stored = charged!(self, txn, usage, key.list_put(txn, &decl, &values));
-        check_value(&self.limits, &decl, "the list", stored).map_err(trap)
+        let stored = charged!(self, txn, usage, key.list_put(txn, decl, &values));
+        check_value(&self.limits, decl, "the list", stored).map_err(trap)
     }
     fn clear(&mut self, this: Resource<ListStateHandle>) -> wasmtime::Result<()> {
         let (decl, key, txn, usage) = keyed!(self, this, "list clear");
-        charged!(self, txn, usage, key.clear(txn, &decl)).map_err(trap)
+        charged!(self, txn, usage, key.clear(txn, decl)).map_err(trap)
     }
     fn drop(&mut self, this: Resource<ListStateHandle>) -> wasmtime::Result<()> {
         self.table.delete(this)?;
@@ -105,42 +105,42 @@ impl state::HostMapState for HostState {
     }
     fn get(&mut self, this: Resource<MapStateHandle>, user_key: Vec<u8>) -> wasmtime::Result<Option<Vec<u8>>> {
         let (decl, key, txn, _) = keyed!(self, this, "map get");
-        key.map_get(txn, &decl, &user_key).map_err(trap)
+        key.map_get(txn, decl, &user_key).map_err(trap)
     }
     fn contains(&mut self, this: Resource<MapStateHandle>, user_key: Vec<u8>) -> wasmtime::Result<bool> {
         let (decl, key, txn, _) = keyed!(self, this, "map contains");
-        Ok(key.map_get(txn, &decl, &user_key).map_err(trap)?.is_some())
+        Ok(key.map_get(txn, decl, &user_key).map_err(trap)?.is_some())
     }
     fn update(&mut self, this: Resource<MapStateHandle>, user_key: Vec<u8>, value: Vec<u8>) -> wasmtime::Result<()> {
         let (decl, key, txn, usage) = keyed!(self, this, "map update");
-        check_value(&self.limits, &decl, "a map entry", user_key.len() + value.len()).map_err(trap)?;
-        charged!(self, txn, usage, key.map_update(txn, &decl, &user_key, &value));
+        check_value(&self.limits, decl, "a map entry", user_key.len() + value.len()).map_err(trap)?;
+        charged!(self, txn, usage, key.map_update(txn, decl, &user_key, &value));
         Ok(())
     }
     fn remove(&mut self, this: Resource<MapStateHandle>, user_key: Vec<u8>) -> wasmtime::Result<()> {
         let (decl, key, txn, usage) = keyed!(self, this, "map remove");
-        charged!(self, txn, usage, key.map_remove(txn, &decl, &user_key));
+        charged!(self, txn, usage, key.map_remove(txn, decl, &user_key));
         Ok(())
     }
     fn exists(&mut self, this: Resource<MapStateHandle>) -> wasmtime::Result<bool> {
         let (decl, key, txn, _) = keyed!(self, this, "map exists");
-        Ok(!key.map_entries(txn, &decl).map_err(trap)?.is_empty())
+        Ok(!key.map_entries(txn, decl).map_err(trap)?.is_empty())
     }
     fn keys(&mut self, this: Resource<MapStateHandle>) -> wasmtime::Result<Vec<Vec<u8>>> {
         let (decl, key, txn, _) = keyed!(self, this, "map keys");
-        Ok(key.map_entries(txn, &decl).map_err(trap)?.into_iter().map(|(k, _)| k).collect())
+        Ok(key.map_entries(txn, decl).map_err(trap)?.into_iter().map(|(k, _)| k).collect())
     }
     fn values(&mut self, this: Resource<MapStateHandle>) -> wasmtime::Result<Vec<Vec<u8>>> {
         let (decl, key, txn, _) = keyed!(self, this, "map values");
-        Ok(key.map_entries(txn, &decl).map_err(trap)?.into_iter().map(|(_, v)| v).collect())
+        Ok(key.map_entries(txn, decl).map_err(trap)?.into_iter().map(|(_, v)| v).collect())
     }
     fn iterator(&mut self, this: Resource<MapStateHandle>) -> wasmtime::Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let (decl, key, txn, _) = keyed!(self, this, "map iterator");
-        key.map_entries(txn, &decl).map_err(trap)
+        key.map_entries(txn, decl).map_err(trap)
     }
     fn clear(&mut self, this: Resource<MapStateHandle>) -> wasmtime::Result<()> {
         let (decl, key, txn, usage) = keyed!(self, this, "map clear");
-        charged!(self, txn, usage, key.clear(txn, &decl)).map_err(trap)
+        charged!(self, txn, usage, key.clear(txn, decl)).map_err(trap)
     }
     fn drop(&mut self, this: Resource<MapStateHandle>) -> wasmtime::Result<()> {
         self.table.delete(this)?;

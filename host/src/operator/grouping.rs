@@ -12,6 +12,7 @@ use std::collections::hash_map::Entry;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 
+use anyhow::{Result, anyhow};
 use arrow::array::{ArrayRef, RecordBatch};
 
 use crate::state::key;
@@ -184,6 +185,26 @@ pub fn key_group_ranges(key_groups: u16, parts: usize) -> Vec<Range<u16>> {
             start as u16..end as u16
         })
         .collect()
+}
+
+/// One key-group range per core (the stages whose batch's keys are independent).
+pub fn key_group_ranges_per_core(key_groups: u16) -> Vec<Range<u16>> {
+    key_group_ranges(key_groups, std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Runs `work` on each of `parts` (a shard's share of a batch), each on a thread of
+/// its own; returns the results in order (a thread that panicked: an error saying
+/// `what` panicked).
+pub fn on_threads<P: Send, T: Send>(
+    parts: impl IntoIterator<Item = P>,
+    what: &str,
+    work: impl Fn(P) -> Result<T> + Sync,
+) -> Vec<Result<T>> {
+    let work = &work;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = parts.into_iter().map(|part| scope.spawn(move || work(part))).collect();
+        handles.into_iter().map(|handle| handle.join().unwrap_or_else(|_| Err(anyhow!("{what} panicked")))).collect()
+    })
 }
 
 /// Each range's run of `keys`, which are in key-group order.

@@ -5,11 +5,11 @@
 
 use std::ops::Range;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result};
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 
-use super::grouping::{group_by_key, key_group_ranges, keys_of_ranges};
+use super::grouping::{group_by_key, key_group_ranges, keys_of_ranges, on_threads};
 use super::stage::{BatchTime, Stage, StageOutput, StageStats};
 use super::top_keys::TopKeysCollector;
 use super::wasm_operator::{OperatorOptions, WasmOperator};
@@ -111,18 +111,9 @@ impl ShardedOperator {
         let keys = grouped.keys();
         // Keys come in key-group order and each shard owns a run of key groups: a slice each.
         let per_shard = keys_of_ranges(&keys, &self.ranges);
-        let results: Vec<Result<_>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = self
-                .shards
-                .iter_mut()
-                .zip(txns)
-                .zip(per_shard)
-                .map(|((operator, txn), groups)| scope.spawn(move || operator.run_grouped(txn, input, groups, time)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|handle| handle.join().unwrap_or_else(|_| Err(anyhow!("a shard's thread panicked"))))
-                .collect()
+        let parts = self.shards.iter_mut().zip(txns).zip(per_shard);
+        let results = on_threads(parts, "a shard's thread", |((operator, txn), groups)| {
+            operator.run_grouped(txn, input, groups, time)
         });
         let stats = StageStats { name: STAGE_NAME.to_string(), ..StageStats::default() };
         let mut output = StageOutput { txns: Vec::new(), rows: Vec::new(), stats };

@@ -17,7 +17,7 @@ use arrow::datatypes::{Field, SchemaRef};
 
 use super::running::{self, Column, Running, Values, WindowState};
 use crate::contract::OutputMode;
-use crate::operator::grouping::{KeyRows, group_by_key, key_group_ranges, keys_of_ranges};
+use crate::operator::grouping::{KeyRows, group_by_key, key_group_ranges_per_core, keys_of_ranges, on_threads};
 use crate::operator::stage::{BatchTime, Stage, StageOutput, StageStats};
 use crate::pipeline::{AggregateFn, AggregateSpec, StageSpec};
 use crate::state::{Cf, OperatorStateSchema, StateKind, StateStore, StateTxn, VariableDecl, layout, value_get};
@@ -58,7 +58,7 @@ impl AggregateStage {
             columns,
             aggregates: VariableDecl { name: "aggregates".into(), kind: StateKind::Value, ttl_us: None },
             // One shard per core: a batch's groups are independent.
-            shards: key_group_ranges(key_groups, std::thread::available_parallelism().map_or(1, |n| n.get())),
+            shards: key_group_ranges_per_core(key_groups),
         })
     }
 
@@ -153,15 +153,8 @@ impl Stage for AggregateStage {
         let grouped = group_by_key(input, &self.group_indices, self.key_groups);
         let keys = grouped.keys();
         let now = time.processing_time;
-        let ran: Vec<Result<ShardRun>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = keys_of_ranges(&keys, &self.shards)
-                .into_iter()
-                .map(|keys| scope.spawn(|| self.run_shard(store, keys, &values, now)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|handle| handle.join().unwrap_or_else(|_| Err(anyhow::anyhow!("an aggregate shard panicked"))))
-                .collect()
+        let ran = on_threads(keys_of_ranges(&keys, &self.shards), "an aggregate shard", |keys| {
+            self.run_shard(store, keys, &values, now)
         });
         let mut txns = Vec::with_capacity(ran.len());
         let mut changed: Vec<(Vec<u8>, WindowState)> = Vec::with_capacity(keys.len());

@@ -36,7 +36,7 @@ use arrow::datatypes::{DataType, Field, SchemaRef, TimeUnit};
 use super::open_windows::{Bucket, OpenWindows, window_key_into};
 use super::running::{self, Column, OutputOrder, Values, WindowState, merge_in_order};
 use crate::contract::OutputMode;
-use crate::operator::grouping::{KeyRows, group_by_key, key_group_ranges, keys_of_ranges};
+use crate::operator::grouping::{KeyRows, group_by_key, key_group_ranges_per_core, keys_of_ranges, on_threads};
 use crate::operator::stage::{BatchTime, Stage, StageOutput, StageStats};
 use crate::pipeline::{AggregateFn, StageSpec, WindowKind, WindowSpec};
 use crate::state::{OperatorStateSchema, StateKind, StateStore, StateTxn, VariableDecl, layout, packed};
@@ -128,7 +128,7 @@ impl WindowStage {
             output_schema,
             windows: VariableDecl { name: "windows".into(), kind: StateKind::Map, ttl_us: None },
             // One shard per core: a batch's keys are independent.
-            shards: key_group_ranges(key_groups, std::thread::available_parallelism().map_or(1, |n| n.get())),
+            shards: key_group_ranges_per_core(key_groups),
             open: None,
         })
     }
@@ -522,17 +522,9 @@ impl Stage for WindowStage {
         let grouped = group_by_key(input, &self.group_indices, self.key_groups);
         let keys = grouped.keys();
         let parts = keys_of_ranges(&keys, &self.shards);
-        let ran: Vec<Result<ShardOutput>> = std::thread::scope(|scope| {
-            let this = &*self;
-            let handles: Vec<_> = shards
-                .iter_mut()
-                .zip(parts)
-                .map(|(open, keys)| scope.spawn(|| this.run_shard(store, open, keys, &batch)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|handle| handle.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a window shard panicked"))))
-                .collect()
+        let this = &*self;
+        let ran = on_threads(shards.iter_mut().zip(parts), "a window shard", |(open, keys)| {
+            this.run_shard(store, open, keys, &batch)
         });
         let mut stats = StageStats { name: self.name.clone(), ..StageStats::default() };
         let mut txns = Vec::with_capacity(ran.len());

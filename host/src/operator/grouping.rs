@@ -221,7 +221,7 @@ pub fn keys_of_ranges<'k, 'a>(keys: &'k [KeyRows<'a>], ranges: &[Range<u16>]) ->
 
 /// The first 16 bytes of `key`, zero-padded, as a number: ordered as the keys are,
 /// except that keys alike in those bytes (or differing only in trailing zeros) tie.
-fn inline_prefix(key: &[u8]) -> u128 {
+pub fn inline_prefix(key: &[u8]) -> u128 {
     let mut prefix = [0u8; 16];
     let len = key.len().min(16);
     prefix[..len].copy_from_slice(&key[..len]);

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::cbor;
 use crate::contract::Scalar;
+use crate::operator::grouping::inline_prefix;
 use crate::pipeline::{Aggregate, AggregateFn};
 
 /// The time zone of eddy's TIMESTAMP columns (as `contract::arrow_type` makes them).
@@ -365,9 +366,28 @@ pub fn output_rows(
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
 
-/// The order of a window stage's output rows: by window (start, end), then group key
-/// (encoded).
-pub type OutputOrder = (i64, i64, Arc<[u8]>);
+/// The place of a window stage's output row: by window (start, end), then group key
+/// (encoded). The key's first bytes are held inline ([`inline_prefix`]) and compared
+/// before the whole key, which is then rarely read (a cache miss each).
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct OutputOrder {
+    start: i64,
+    end: i64,
+    head: u128,
+    key: Arc<[u8]>,
+}
+
+impl OutputOrder {
+    /// The place of `window` of the group `key`.
+    pub fn new(key: Arc<[u8]>, window: &WindowState) -> Self {
+        OutputOrder { start: window.start, end: window.end, head: inline_prefix(&key), key }
+    }
+
+    /// The group key.
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+}
 
 /// One batch of the shards' output rows, each shard's in [`OutputOrder`], merged in
 /// that order.
@@ -501,14 +521,32 @@ mod tests {
         let shard = |rows: &[(i64, i64, &str, i64)]| -> Result<(RecordBatch, Vec<OutputOrder>)> {
             let values = Int64Array::from(rows.iter().map(|r| r.3).collect::<Vec<_>>());
             let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(values)])?;
-            Ok((batch, rows.iter().map(|(s, e, k, _)| (*s, *e, Arc::from(k.as_bytes()))).collect()))
+            let place = |(start, end, key, _): &(i64, i64, &str, i64)| {
+                OutputOrder::new(Arc::from(key.as_bytes()), &WindowState::new(*start, *end, 0))
+            };
+            Ok((batch, rows.iter().map(place).collect()))
         };
-        let first = shard(&[(0, 10, "a", 0), (0, 10, "c", 2), (10, 20, "a", 3), (20, 30, "b", 6)])?;
-        let second = shard(&[(0, 10, "b", 1), (10, 20, "b", 4), (10, 20, "c", 5)])?;
+        // Keys alike in their first 16 bytes (held inline) are ordered by the rest, a key
+        // before itself followed by a NUL.
+        let first = shard(&[
+            (0, 10, "a", 0),
+            (0, 10, "c", 2),
+            (10, 20, "a", 3),
+            (20, 30, "b", 6),
+            (30, 40, "the-first-16-bytes", 7),
+            (30, 40, "the-first-16-bytes-b", 9),
+        ])?;
+        let second = shard(&[
+            (0, 10, "b", 1),
+            (10, 20, "b", 4),
+            (10, 20, "c", 5),
+            (30, 40, "the-first-16-bytes\0", 8),
+            (30, 40, "the-first-16-bytes-c", 10),
+        ])?;
         let empty = shard(&[])?;
         let merged = merge_in_order(&schema, vec![first, empty, second])?;
         let rows = merged.column(0).as_any().downcast_ref::<Int64Array>().context("row column")?;
-        assert_eq!(rows.values().to_vec(), (0..7).collect::<Vec<i64>>());
+        assert_eq!(rows.values().to_vec(), (0..11).collect::<Vec<i64>>());
         assert_eq!(merge_in_order(&schema, vec![shard(&[])?])?.num_rows(), 0);
         Ok(())
     }

@@ -201,11 +201,13 @@ impl WindowStage {
     }
 
     /// Output rows of `windows`, in [`OutputOrder`].
-    fn output_rows(&self, mut windows: Vec<(Arc<[u8]>, WindowState)>) -> Result<(RecordBatch, Vec<OutputOrder>)> {
-        windows.sort_unstable_by(|(a_key, a), (b_key, b)| (a.start, a.end, a_key).cmp(&(b.start, b.end, b_key)));
-        let refs: Vec<(&[u8], &WindowState)> = windows.iter().map(|(group, w)| (&**group, w)).collect();
+    fn output_rows(&self, windows: Vec<(Arc<[u8]>, WindowState)>) -> Result<(RecordBatch, Vec<OutputOrder>)> {
+        let mut placed: Vec<(OutputOrder, WindowState)> =
+            windows.into_iter().map(|(key, window)| (OutputOrder::new(key, &window), window)).collect();
+        placed.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
+        let refs: Vec<(&[u8], &WindowState)> = placed.iter().map(|(place, w)| (place.key(), w)).collect();
         let rows = running::output_rows(&self.output_schema, self.group_indices.len(), true, &self.functions, &refs)?;
-        Ok((rows, windows.into_iter().map(|(key, w)| (w.start, w.end, key)).collect()))
+        Ok((rows, placed.into_iter().map(|(place, _)| place).collect()))
     }
 
     fn is_session(&self) -> bool {

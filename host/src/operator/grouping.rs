@@ -11,9 +11,11 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
+use std::panic::AssertUnwindSafe;
 
 use anyhow::{Result, anyhow};
 use arrow::array::{ArrayRef, RecordBatch};
+use rayon::prelude::*;
 
 use crate::state::key;
 
@@ -192,19 +194,24 @@ pub fn key_group_ranges_per_core(key_groups: u16) -> Vec<Range<u16>> {
     key_group_ranges(key_groups, std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
-/// Runs `work` on each of `parts` (a shard's share of a batch), each on a thread of
-/// its own; returns the results in order (a thread that panicked: an error saying
-/// `what` panicked).
+/// Runs `work` on each of `parts` (a shard's share of a batch) in parallel, on the
+/// threads of one pool kept for the process (a thread of its own per batch would
+/// start, and at its end tear down, an allocator heap each time); returns the results
+/// in order (a part whose work panicked: an error saying `what` panicked).
 pub fn on_threads<P: Send, T: Send>(
     parts: impl IntoIterator<Item = P>,
     what: &str,
     work: impl Fn(P) -> Result<T> + Sync,
 ) -> Vec<Result<T>> {
-    let work = &work;
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = parts.into_iter().map(|part| scope.spawn(move || work(part))).collect();
-        handles.into_iter().map(|handle| handle.join().unwrap_or_else(|_| Err(anyhow!("{what} panicked")))).collect()
-    })
+    let parts: Vec<P> = parts.into_iter().collect();
+    parts
+        .into_par_iter()
+        .with_max_len(1)
+        .map(|part| {
+            std::panic::catch_unwind(AssertUnwindSafe(|| work(part)))
+                .unwrap_or_else(|_| Err(anyhow!("{what} panicked")))
+        })
+        .collect()
 }
 
 /// Each range's run of `keys`, which are in key-group order.
@@ -332,5 +339,26 @@ mod tests {
     #[test]
     fn an_empty_batch_has_no_groups() {
         assert!(group_by_key(&batch(0, 1), &[0], 4).keys().is_empty());
+    }
+
+    #[test]
+    fn parts_run_in_parallel_and_a_panic_is_an_error() {
+        let results = on_threads(0..5, "a test part", |part: u32| {
+            if part == 3 {
+                panic!("part 3 fails");
+            }
+            Ok((part, std::thread::current().id()))
+        });
+        let messages: Vec<String> = results
+            .iter()
+            .map(|result| match result {
+                Ok((part, _)) => part.to_string(),
+                Err(error) => error.to_string(),
+            })
+            .collect();
+        assert_eq!(messages, ["0", "1", "2", "a test part panicked", "4"]);
+        // The work ran on the pool, not on the calling thread.
+        let caller = std::thread::current().id();
+        assert!(results.iter().flatten().all(|(_, thread)| *thread != caller));
     }
 }

@@ -17,7 +17,9 @@ use arrow::datatypes::{Field, SchemaRef};
 
 use super::running::{self, Column, Running, Values, WindowState};
 use crate::contract::OutputMode;
-use crate::operator::grouping::{KeyRows, group_by_key, key_group_ranges_per_core, keys_of_ranges, on_threads};
+use crate::operator::grouping::{
+    KeyRows, group_by_key, inline_prefix, key_group_ranges_per_core, keys_of_ranges, on_threads,
+};
 use crate::operator::stage::{BatchTime, Stage, StageOutput, StageStats};
 use crate::pipeline::{AggregateFn, AggregateSpec, StageSpec};
 use crate::state::{Cf, OperatorStateSchema, StateKind, StateStore, StateTxn, VariableDecl, layout, value_get};
@@ -166,7 +168,7 @@ impl Stage for AggregateStage {
         let mut stats = StageStats { name: self.name.clone(), ..StageStats::default() };
         stats.keys_with_input = keys.len() as u64;
         stats.state_rows_updated = keys.len() as u64;
-        let mut output = match self.spec.output_mode {
+        let output = match self.spec.output_mode {
             OutputMode::Complete => {
                 // The store's groups with this batch's changes (not read back from `txn`).
                 let mut all: BTreeMap<Vec<u8>, WindowState> =
@@ -183,9 +185,15 @@ impl Stage for AggregateStage {
             }
             _ => changed,
         };
-        // By group, in the keys' encoded order.
-        output.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let output: Vec<(&[u8], &WindowState)> = output.iter().map(|(group, state)| (&group[..], state)).collect();
+        // By group, in the keys' encoded order: sorted by their first 16 bytes held
+        // inline, whole keys read only on a tie.
+        let mut order: Vec<(u128, usize)> =
+            output.iter().enumerate().map(|(index, (group, _))| (inline_prefix(group), index)).collect();
+        order.sort_unstable_by(|(a_head, a), (b_head, b)| {
+            a_head.cmp(b_head).then_with(|| output[*a].0.cmp(&output[*b].0))
+        });
+        let output: Vec<(&[u8], &WindowState)> =
+            order.into_iter().map(|(_, index)| (&output[index].0[..], &output[index].1)).collect();
         let rows =
             running::output_rows(&self.output_schema, self.group_indices.len(), false, &self.functions, &output)?;
         stats.run_ms = started.elapsed().as_millis() as u64;

@@ -142,6 +142,23 @@ fn complete_mode_outputs_every_group_every_batch_and_refuses_past_its_limit() {
 }
 
 #[test]
+fn groups_alike_in_their_first_bytes_come_out_in_key_order() {
+    // A group key is stored as a type tag, a length and the bytes, and sorted by its
+    // first 16 bytes held inline: keys of one length alike in their first 11 characters
+    // tie there and are ordered by the rest.
+    let users = ["customer-0001-c", "customer-0001-a", "customer-0002-a", "customer-0001-b"];
+    let batch: Vec<(&str, Option<i64>, i64)> =
+        users.iter().enumerate().map(|(i, user)| (*user, Some(i as i64), i as i64)).collect();
+    let mut query = Query::new(TOTALS, None);
+    add_with_nulls(&mut query, &batch);
+    query.run();
+    let printed: Vec<TotalsRow> = query.output()[&0].iter().map(totals_row).collect();
+    let seen: Vec<(String, Option<i64>)> = batch.iter().map(|(user, amount, _)| (user.to_string(), *amount)).collect();
+    let expected: Vec<TotalsRow> = reference(&seen).into_values().collect();
+    assert_eq!(printed, expected);
+}
+
+#[test]
 fn without_group_by_every_row_is_one_group() {
     let stage = "[[stage]]\nname = \"all\"\n[stage.aggregate]\naggregates = [\"count\", \"sum(amount) as total\"]\n";
     let mut query = Query::new(stage, None);

@@ -11,6 +11,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, anyhow, bail};
 use arrow::array::RecordBatch;
 use arrow::datatypes::{Field as ArrowField, Schema, SchemaRef};
+use xxhash_rust::xxh3::Xxh3DefaultBuilder;
 
 use super::grouping::{KeyRows, group_by_key};
 use super::stage::{BatchTime, HandlerStats};
@@ -430,7 +431,8 @@ impl WasmOperator {
     ) -> Result<(usize, usize)> {
         let mut keys: Vec<CallKey> = Vec::new();
         let mut wire_keys: Vec<Vec<Scalar>> = Vec::new();
-        let mut key_index: HashMap<(u16, &[u8]), usize> = HashMap::with_capacity(due.len());
+        let mut key_index: HashMap<(u16, &[u8]), usize, Xxh3DefaultBuilder> =
+            HashMap::with_capacity_and_hasher(due.len(), Xxh3DefaultBuilder::default());
         let mut timers = Vec::with_capacity(due.len());
         for timer in due {
             let index = match key_index.get(&(timer.key_group, timer.key.as_slice())) {

@@ -105,6 +105,29 @@ pub fn decode(mut raw: &[u8]) -> Option<Vec<Scalar>> {
     Some(parts)
 }
 
+/// The string at part `index` of an encoded key, borrowed from it (no decoding of the
+/// other parts into values): `Some(None)` when that part is not a string or the key
+/// has fewer parts; `None` when the bytes up to it are not a key.
+pub fn str_part(mut raw: &[u8], index: usize) -> Option<Option<&str>> {
+    let mut position = 0;
+    while let Some((&tag, rest)) = raw.split_first() {
+        let used = match tag {
+            NULL => 0,
+            BOOLEAN => 1,
+            INT64 | FLOAT64 | TIMESTAMP => 8,
+            UTF8 | BINARY => 4 + u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize,
+            _ => return None,
+        };
+        let part = rest.get(..used)?;
+        if position == index {
+            return Some(if tag == UTF8 { Some(std::str::from_utf8(&part[4..]).ok()?) } else { None });
+        }
+        raw = &rest[used..];
+        position += 1;
+    }
+    Some(None)
+}
+
 /// The key group an encoded key belongs to (stable across runs and versions).
 pub fn key_group(encoded: &[u8], key_groups: u16) -> u16 {
     group_of_hash(hash(encoded), key_groups)
@@ -133,6 +156,14 @@ mod tests {
         let encoded = encode(&key);
         assert_eq!(decode(&encoded), Some(key));
         assert_eq!(decode(&encoded[..encoded.len() - 1]), None);
+        assert_eq!(str_part(&encoded, 0), Some(Some("alice")));
+        for not_a_string in [1, 2, 5, 7] {
+            assert_eq!(str_part(&encoded, not_a_string), Some(None), "part {not_a_string}");
+        }
+        assert_eq!(str_part(&encoded[..3], 0), None, "a cut string");
+        assert_eq!(str_part(&encoded[..encoded.len() - 1], 6), None, "a cut timestamp");
+        let second = encode(&[Scalar::Int64(7), Scalar::Utf8("bob".into())]);
+        assert_eq!(str_part(&second, 1), Some(Some("bob")));
     }
 
     #[test]

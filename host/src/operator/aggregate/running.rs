@@ -339,6 +339,17 @@ pub fn output_rows(
 ) -> Result<RecordBatch> {
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
     for (index, field) in schema.fields().iter().take(groups).enumerate() {
+        if field.data_type() == &DataType::Utf8 {
+            // Strings copied straight from the encoded keys.
+            let mut strings = StringBuilder::with_capacity(windows.len(), windows.len() * 16);
+            for (key, _) in windows {
+                let part =
+                    crate::state::key::str_part(key, index).context("a group key in the store does not decode")?;
+                strings.append_option(part);
+            }
+            columns.push(Arc::new(strings.finish()));
+            continue;
+        }
         // Each key decoded as its column is built (no decoded copy of every key at once).
         let values = windows.iter().map(|(key, _)| {
             let parts = crate::state::key::decode(key).context("a group key in the store does not decode")?;

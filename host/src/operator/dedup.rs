@@ -119,7 +119,7 @@ impl Stage for DedupStage {
 
     fn timers_due(&mut self, store: &StateStore, time: BatchTime) -> Result<bool> {
         let Some(watermark) = time.watermark else { return Ok(false) };
-        Ok(!Timers::due(&store.begin(), self.operator_id, watermark)?.is_empty())
+        Timers::any_due(&store.begin(), self.operator_id, watermark)
     }
 
     fn run(&mut self, store: &StateStore, input: &RecordBatch, time: BatchTime) -> Result<StageOutput> {
@@ -173,7 +173,7 @@ impl Stage for DedupStage {
             stats.state_rows_updated += 1;
         }
         if let Some(watermark) = time.watermark {
-            for due in Timers::due(&txn, self.operator_id, watermark)? {
+            for due in Timers::due(&txn, self.operator_id, watermark, |_| true)? {
                 let scope = KeyScope::new(self.operator_id, due.key_group, &due.key, time.processing_time);
                 scope.timer_fire(&mut txn, due.expiry);
                 scope.clear(&mut txn, &self.seen)?;

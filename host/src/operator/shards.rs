@@ -152,7 +152,7 @@ impl Stage for ShardedOperator {
 
     fn timers_due(&mut self, store: &StateStore, time: BatchTime) -> Result<bool> {
         let Some(deadline) = self.first().timer_deadline(time) else { return Ok(false) };
-        Ok(!Timers::due(&store.begin(), self.operator_id, deadline)?.is_empty())
+        Timers::any_due(&store.begin(), self.operator_id, deadline)
     }
 
     fn run(&mut self, store: &StateStore, input: &RecordBatch, time: BatchTime) -> Result<StageOutput> {

@@ -403,10 +403,7 @@ impl WasmOperator {
         if owned.start == 0 {
             Timers::drop_fired_index(txn, operator, deadline)?;
         }
-        let due: Vec<_> = Timers::due(txn, operator, deadline)?
-            .into_iter()
-            .filter(|timer| owned.contains(&timer.key_group))
-            .collect();
+        let due = Timers::due(txn, operator, deadline, |key_group| owned.contains(&key_group))?;
         let mut fired = 0;
         for chunk in due.chunks(TIMERS_PER_CALL) {
             // The processor may handle a prefix of a call's timers (its output grew

@@ -553,6 +553,24 @@ impl StateTxn {
 
     /// Every live entry with `start <= key < end` (no end: to the last key), in key order.
     pub fn scan_range(&self, cf: Cf, start: &[u8], end: Option<&[u8]>) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut entries = Vec::new();
+        self.visit_range(cf, start, end, |key, value| {
+            entries.push((key.to_vec(), value.to_vec()));
+            Ok(true)
+        })?;
+        Ok(entries)
+    }
+
+    /// Shows `visit` every live entry with `start <= key < end` (no end: to the last
+    /// key), in key order, while it returns true (nothing copied for the entries it
+    /// passes over).
+    pub fn visit_range(
+        &self,
+        cf: Cf,
+        start: &[u8],
+        end: Option<&[u8]>,
+        mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool>,
+    ) -> Result<()> {
         let handle = self.db.cf_handle(cf.name()).context("state column family missing")?;
         let mut options = ReadOptions::default();
         if let Some(end) = end {
@@ -562,22 +580,32 @@ impl StateTxn {
         let mut own = self.overlay[cf as usize].range::<[u8], _>((Bound::Included(start), upper)).peekable();
         // Both in key order: merged as they come, the transaction's change of a key
         // replacing the committed entry.
-        let mut merged = Vec::new();
         for item in self.db.iterator_cf_opt(handle, options, IteratorMode::From(start, Direction::Forward)) {
             let (key, value) = item?;
             while let Some((own_key, change)) = own.next_if(|(own_key, _)| own_key.as_slice() < &*key) {
-                if let Some(value) = change {
-                    merged.push((own_key.clone(), value.clone()));
+                if let Some(value) = change
+                    && !visit(own_key, value)?
+                {
+                    return Ok(());
                 }
             }
-            match own.next_if(|(own_key, _)| own_key.as_slice() == &*key) {
-                Some((own_key, Some(change))) => merged.push((own_key.clone(), change.clone())),
-                Some((_, None)) => {}
-                None => merged.push((key.into_vec(), value.into_vec())),
+            let go_on = match own.next_if(|(own_key, _)| own_key.as_slice() == &*key) {
+                Some((own_key, Some(change))) => visit(own_key, change)?,
+                Some((_, None)) => true,
+                None => visit(&key, &value)?,
+            };
+            if !go_on {
+                return Ok(());
             }
         }
-        merged.extend(own.filter_map(|(key, change)| Some((key.clone(), change.clone()?))));
-        Ok(merged)
+        for (key, change) in own {
+            if let Some(value) = change
+                && !visit(key, value)?
+            {
+                return Ok(());
+            }
+        }
+        Ok(())
     }
 
     /// How many keys of `cf` this transaction writes and how many it deletes.

@@ -131,6 +131,17 @@ fn a_range_scan_merges_the_transaction_s_changes_into_the_committed_entries() ->
         pairs(&[("k0", "new"), ("k1", "old"), ("k3", "new"), ("k4", "new"), ("k7", "old"), ("k9", "new")])
     );
     assert_eq!(scan("k5", Some("k7"))?, pairs(&[]));
+    // A visit that stops sees the merged entries up to where it stopped, committed
+    // (k1, k7) and the transaction's (k0, k3, k4, k9) alike.
+    for wanted in 0..=6 {
+        let mut seen = Vec::new();
+        txn.visit_range(Cf::Timers, b"", None, |key, _| {
+            seen.push(String::from_utf8_lossy(key).into_owned());
+            Ok(seen.len() < wanted)
+        })?;
+        let all = ["k0", "k1", "k3", "k4", "k7", "k9"];
+        assert_eq!(seen, all[..wanted.max(1)], "stopping after {wanted}");
+    }
     Ok(())
 }
 

@@ -288,17 +288,33 @@ impl Timers {
         Ok((start, end))
     }
 
-    /// Every timer of `operator` with `expiry <= deadline`, in expiry order (then key).
-    pub fn due(txn: &StateTxn, operator: u16, deadline: i64) -> Result<Vec<DueTimer>> {
+    /// Every timer of `operator` with `expiry <= deadline` whose key group `owns` says
+    /// is wanted, in expiry order (then key).
+    pub fn due(txn: &StateTxn, operator: u16, deadline: i64, owns: impl Fn(u16) -> bool) -> Result<Vec<DueTimer>> {
         let (start, end) = Self::due_range(operator, deadline)?;
         let mut out = Vec::new();
-        for (raw, _) in txn.scan_range(Cf::TimerIndex, &start, Some(&end))? {
-            let (expiry, key_group, key) = layout::split_timer_index_key(&raw).ok_or_else(|| corrupt("timer index"))?;
+        txn.visit_range(Cf::TimerIndex, &start, Some(&end), |raw, _| {
+            let (expiry, key_group, key) = layout::split_timer_index_key(raw).ok_or_else(|| corrupt("timer index"))?;
             if expiry > deadline {
                 bail!("timer index out of order in the state store");
             }
-            out.push(DueTimer { expiry, key_group, key: key.to_vec() });
-        }
+            if owns(key_group) {
+                out.push(DueTimer { expiry, key_group, key: key.to_vec() });
+            }
+            Ok(true)
+        })?;
         Ok(out)
+    }
+
+    /// Whether `operator` has a timer with `expiry <= deadline` (the search stops at the
+    /// first).
+    pub fn any_due(txn: &StateTxn, operator: u16, deadline: i64) -> Result<bool> {
+        let (start, end) = Self::due_range(operator, deadline)?;
+        let mut found = false;
+        txn.visit_range(Cf::TimerIndex, &start, Some(&end), |_, _| {
+            found = true;
+            Ok(false)
+        })?;
+        Ok(found)
     }
 }

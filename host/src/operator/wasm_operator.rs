@@ -429,7 +429,7 @@ impl WasmOperator {
         let mut keys: Vec<CallKey> = Vec::new();
         let mut wire_keys: Vec<Vec<Scalar>> = Vec::new();
         let mut key_index: HashMap<(u16, &[u8]), usize, Xxh3DefaultBuilder> =
-            HashMap::with_capacity_and_hasher(due.len(), Xxh3DefaultBuilder::default());
+            HashMap::with_capacity_and_hasher(due.len(), Xxh3DefaultBuilder);
         let mut timers = Vec::with_capacity(due.len());
         for timer in due {
             let index = match key_index.get(&(timer.key_group, timer.key.as_slice())) {

@@ -9,6 +9,7 @@ pub mod packed;
 mod resident;
 mod store;
 mod ttl;
+mod tuning;
 mod variables;
 
 pub use compatibility::{

@@ -13,11 +13,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, ReadOptions, WriteBatch, WriteOptions};
+use rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, ReadOptions, WriteBatch, WriteOptions};
 
 use super::changelog::{ChangeLogWriter, ChangeRecords, SpareChunks};
 use super::layout;
 use super::resident::{Resident, ResidentChange, ResidentFeed, ResidentState};
+use super::tuning;
 use crate::pipeline::CHANGE_OVERHEAD_BYTES;
 
 /// The column families of the store.
@@ -40,9 +41,6 @@ pub const CF_NAMES: [&str; 6] = ["state", "timers", "timer_index", "meta", "ttl_
 
 /// The column family holding each batch's state changes (see [`changelog`](super::changelog)).
 pub const CHANGELOG: &str = "changelog";
-/// The write-ahead log size past which RocksDB flushes the column families that hold
-/// its oldest entries (what a restart after a crash replays is about this much).
-const MAX_TOTAL_WAL_BYTES: u64 = 64 << 20;
 /// The meta key of the last committed batch id.
 pub const COMMITTED_BATCH: &[u8] = b"committed-batch";
 
@@ -52,31 +50,6 @@ impl Cf {
         CF_NAMES[self as usize]
     }
 }
-
-/// The block cache shared by the column families (uncompressed blocks read from
-/// disk; RocksDB's default is 32 MiB per column family).
-const BLOCK_CACHE_BYTES: usize = 64 << 20;
-
-/// Each column family's options: LZ4 blocks, a shared block cache, bloom filters (a
-/// lookup of a key that is not there rarely reads a block). The change log is written
-/// in large chunks and read rarely: no compression, smaller memtables.
-fn family_options(name: &str, cache: &rocksdb::Cache) -> Options {
-    let mut table = rocksdb::BlockBasedOptions::default();
-    table.set_block_cache(cache);
-    table.set_bloom_filter(10.0, false);
-    let mut options = Options::default();
-    options.set_block_based_table_factory(&table);
-    if name == CHANGELOG {
-        options.set_compression_type(rocksdb::DBCompressionType::None);
-        options.set_write_buffer_size(CHANGELOG_MEMTABLE_BYTES);
-    } else {
-        options.set_compression_type(rocksdb::DBCompressionType::Lz4);
-    }
-    options
-}
-
-/// The change log's memtable size.
-const CHANGELOG_MEMTABLE_BYTES: usize = 32 << 20;
 
 /// A RocksDB database holding every operator's state of one query.
 #[derive(Clone)]
@@ -94,17 +67,11 @@ impl StateStore {
     pub fn open(path: &Path) -> Result<Self> {
         std::fs::create_dir_all(path)
             .with_context(|| format!("cannot create the state directory {}", path.display()))?;
-        let mut options = Options::default();
-        options.create_if_missing(true);
-        options.create_missing_column_families(true);
-        options.set_compression_type(rocksdb::DBCompressionType::Lz4);
-        // Column families written little per batch (meta, timers) would otherwise keep
-        // every write-ahead log alive until ~1.5 GB of them piled up, all replayed after
-        // a crash; past this total RocksDB flushes them, bounding recovery.
-        options.set_max_total_wal_size(MAX_TOTAL_WAL_BYTES);
-        let cache = rocksdb::Cache::new_lru_cache(BLOCK_CACHE_BYTES);
-        let families = CF_NAMES.iter().map(|name| ColumnFamilyDescriptor::new(*name, family_options(name, &cache)));
-        let db = DB::open_cf_descriptors(&options, path, families).with_context(|| {
+        let cache = tuning::shared_block_cache();
+        let families = CF_NAMES
+            .iter()
+            .map(|name| ColumnFamilyDescriptor::new(*name, tuning::family_options(&cache, *name == CHANGELOG)));
+        let db = DB::open_cf_descriptors(&tuning::db_options(), path, families).with_context(|| {
             format!(
                 "cannot open the state store in {} (is another eddy process using this checkpoint?)",
                 path.display()

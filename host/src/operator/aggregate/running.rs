@@ -359,23 +359,7 @@ pub fn output_rows(
 ) -> Result<RecordBatch> {
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
     for (index, field) in schema.fields().iter().take(groups).enumerate() {
-        if field.data_type() == &DataType::Utf8 {
-            // Strings copied straight from the encoded keys.
-            let mut strings = StringBuilder::with_capacity(windows.len(), windows.len() * 16);
-            for (key, _) in windows {
-                let part =
-                    crate::state::key::str_part(key, index).context("a group key in the store does not decode")?;
-                strings.append_option(part);
-            }
-            columns.push(Arc::new(strings.finish()));
-            continue;
-        }
-        // Each key decoded as its column is built (no decoded copy of every key at once).
-        let values = windows.iter().map(|(key, _)| {
-            let parts = crate::state::key::decode(key).context("a group key in the store does not decode")?;
-            Ok(parts.into_iter().nth(index).unwrap_or(Scalar::Null))
-        });
-        columns.push(scalars(field.data_type(), windows.len(), values)?);
+        columns.push(group_column(field.data_type(), index, windows)?);
     }
     let timestamps = |pick: fn(&WindowState) -> i64| -> ArrayRef {
         let mut builder = TimestampMicrosecondBuilder::with_capacity(windows.len()).with_timezone(TIME_ZONE);
@@ -474,19 +458,28 @@ fn numbers(data_type: &DataType, values: &[Option<Number>]) -> ArrayRef {
     }
 }
 
-/// A column of `data_type` from key values.
+/// Part `index` of `windows`' group keys as a column of `data_type`: strings copied
+/// straight from the encoded keys, other types decoded key by key (no decoded copy of
+/// every key at once).
+fn group_column(data_type: &DataType, index: usize, windows: &[(&[u8], &WindowState)]) -> Result<ArrayRef> {
+    let corrupt = "a group key in the store does not decode";
+    if data_type == &DataType::Utf8 {
+        let mut strings = StringBuilder::with_capacity(windows.len(), windows.len() * 16);
+        for (key, _) in windows {
+            strings.append_option(crate::state::key::str_part(key, index).context(corrupt)?);
+        }
+        return Ok(Arc::new(strings.finish()));
+    }
+    let values = windows.iter().map(|(key, _)| {
+        let parts = crate::state::key::decode(key).context(corrupt)?;
+        Ok(parts.into_iter().nth(index).unwrap_or(Scalar::Null))
+    });
+    scalars(data_type, windows.len(), values)
+}
+
+/// A column of `data_type` (not a string: see [`group_column`]) from key values.
 fn scalars(data_type: &DataType, rows: usize, values: impl Iterator<Item = Result<Scalar>>) -> Result<ArrayRef> {
     Ok(match data_type {
-        DataType::Utf8 => {
-            let mut b = StringBuilder::with_capacity(rows, rows * 8);
-            for value in values {
-                match value? {
-                    Scalar::Utf8(s) => b.append_value(s),
-                    _ => b.append_null(),
-                }
-            }
-            Arc::new(b.finish())
-        }
         DataType::Int64 => {
             let mut b = Int64Builder::with_capacity(rows);
             for value in values {

@@ -62,6 +62,9 @@ impl Grouped {
 /// No further key with the same hash.
 const END: u32 = u32::MAX;
 
+/// How many distinct keys the grouping table has room for from the start.
+const PRESIZED_KEYS: usize = 1 << 17;
+
 /// The rows of `input` grouped by the key in `key_indices`, ordered by key group then
 /// encoded key.
 pub fn group_by_key(input: &RecordBatch, key_indices: &[usize], key_groups: u16) -> Grouped {
@@ -105,7 +108,9 @@ fn group_with_hash(
     let key_columns: Vec<ArrayRef> = key_indices.iter().map(|&i| input.column(i).clone()).collect();
     let rows = input.num_rows();
     let mut keys = Keys::default();
-    let mut by_hash: HashMap<u64, u32, BuildHasherDefault<HashIsKey>> = HashMap::default();
+    // Room for a key per row up to a bound (a table that grows rehashes every key each time).
+    let mut by_hash: HashMap<u64, u32, BuildHasherDefault<HashIsKey>> =
+        HashMap::with_capacity_and_hasher(rows.min(PRESIZED_KEYS), BuildHasherDefault::default());
     let mut key_of_row: Vec<u32> = Vec::with_capacity(rows);
     let mut encoded = Vec::new();
     for row in 0..rows {
@@ -134,12 +139,7 @@ fn group_with_hash(
     }
 
     let groups: Vec<u16> = keys.hashes.iter().map(|hash| key::group_of_hash(*hash, key_groups)).collect();
-    // Sorted by key group and the key's first bytes held inline (following each id into
-    // the arena misses the cache at nearly every comparison); whole keys on a tie.
-    let mut sortable: Vec<(u16, u128, u32)> =
-        (0..keys.hashes.len() as u32).map(|id| (groups[id as usize], inline_prefix(keys.bytes(id)), id)).collect();
-    sortable.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)).then_with(|| keys.bytes(a.2).cmp(keys.bytes(b.2))));
-    let order: Vec<u32> = sortable.into_iter().map(|(_, _, id)| id).collect();
+    let order = key_order(&keys, &groups, key_groups);
     // The keys' bytes copied in that order: whoever goes through the keys in order
     // (decoding each, making its state keys) then reads them one after the other, not
     // scattered over the arena (a cache miss per key).
@@ -175,6 +175,32 @@ fn group_with_hash(
         .map(|(id, key_end)| (groups[id as usize], key_end, cursor[id as usize]))
         .collect();
     Grouped { arena, rows: sorted, order }
+}
+
+/// The key ids in (key group, key) order: placed by key group with a counting sort,
+/// then each group's few keys sorted by their first bytes held inline (following each
+/// id into the arena misses the cache at nearly every comparison), whole keys on a tie.
+fn key_order(keys: &Keys, groups: &[u16], key_groups: u16) -> Vec<u32> {
+    // Where each key group's keys start (`key_groups` is the bound `group_of_hash` keeps to).
+    let mut starts = vec![0usize; usize::from(key_groups.max(1)) + 1];
+    for group in groups {
+        starts[usize::from(*group) + 1] += 1;
+    }
+    for group in 1..starts.len() {
+        starts[group] += starts[group - 1];
+    }
+    let mut placed = vec![(0u128, 0u32); groups.len()];
+    let mut cursor = starts.clone();
+    for (id, group) in groups.iter().enumerate() {
+        let at = &mut cursor[usize::from(*group)];
+        placed[*at] = (inline_prefix(keys.bytes(id as u32)), id as u32);
+        *at += 1;
+    }
+    for run in starts.windows(2) {
+        placed[run[0]..run[1]]
+            .sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| keys.bytes(a.1).cmp(keys.bytes(b.1))));
+    }
+    placed.into_iter().map(|(_, id)| id).collect()
 }
 
 /// Splits `0..key_groups` into `parts` contiguous, nearly equal ranges.
@@ -299,6 +325,8 @@ mod tests {
         // 256 named keys, and the 65 whose name is null fold into (null, -1 | 0 | 1).
         assert_eq!(grouped.len(), 256 + 3);
         assert_eq!(grouped, reference(&input, 16));
+        // One key group (also when none is asked for).
+        assert_eq!(owned(&group_by_key(&input, &[0, 1], 0)), reference(&input, 1));
     }
 
     #[test]

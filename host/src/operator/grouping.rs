@@ -62,9 +62,6 @@ impl Grouped {
 /// No further key with the same hash.
 const END: u32 = u32::MAX;
 
-/// How many distinct keys the grouping table has room for from the start.
-const PRESIZED_KEYS: usize = 1 << 17;
-
 /// The rows of `input` grouped by the key in `key_indices`, ordered by key group then
 /// encoded key.
 pub fn group_by_key(input: &RecordBatch, key_indices: &[usize], key_groups: u16) -> Grouped {
@@ -108,9 +105,7 @@ fn group_with_hash(
     let key_columns: Vec<ArrayRef> = key_indices.iter().map(|&i| input.column(i).clone()).collect();
     let rows = input.num_rows();
     let mut keys = Keys::default();
-    // Room for a key per row up to a bound (a table that grows rehashes every key each time).
-    let mut by_hash: HashMap<u64, u32, BuildHasherDefault<HashIsKey>> =
-        HashMap::with_capacity_and_hasher(rows.min(PRESIZED_KEYS), BuildHasherDefault::default());
+    let mut by_hash: HashMap<u64, u32, BuildHasherDefault<HashIsKey>> = HashMap::default();
     let mut key_of_row: Vec<u32> = Vec::with_capacity(rows);
     let mut encoded = Vec::new();
     for row in 0..rows {

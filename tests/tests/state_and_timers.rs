@@ -1,6 +1,8 @@
 //! State variables and timers through the real boundary: the `scripted` component on
 //! a real RocksDB store.
 
+use std::collections::BTreeMap;
+
 use eddy::pipeline::InstanceLimits;
 use eddy::state::StateStore;
 use eddy_tests::{Scripted, cmd, load};
@@ -256,10 +258,10 @@ fn event_time_timers_fire_when_the_watermark_passes_them() {
     p.run_at(1_000, None, &[cmd("a", "timer.register", "").v("2000000"), cmd("b", "timer.register", "").v("1500000")])
         .expect("batch 0");
     assert_eq!(reads(p.run_at(99_000, Some(1_000), &[]).expect("batch 1")), vec![]);
-    assert_eq!(
-        reads(p.run_at(99_000, Some(2_000), &[]).expect("batch 2")),
-        vec![row("timer.fired", "1500000"), row("timer.fired", "2000000")]
-    );
+    // Both fire (key after key: in no time order across keys).
+    let mut fired = reads(p.run_at(99_000, Some(2_000), &[]).expect("batch 2"));
+    fired.sort();
+    assert_eq!(fired, vec![row("timer.fired", "1500000"), row("timer.fired", "2000000")]);
 }
 
 /// The SDK refuses timers without a time mode before the host has to (the host refuses
@@ -277,25 +279,53 @@ fn timers_need_a_time_mode() {
 
 /// A pass's due timers are fixed when it starts and handed over many per call: a timer
 /// an earlier handler of the pass deleted does not fire, and one a handler registers
-/// (already due) fires in the next batch. The scripted processor's handler of a timer
-/// ending in 1 deletes the key's timer one microsecond later and registers one two
-/// microseconds later.
+/// (already due) fires in the next batch. Timers fire key after key, each key's in
+/// expiry order (the 600 keys' two timers each are far apart in time, yet fire one
+/// after the other). The scripted processor's handler of a timer ending in 1 deletes
+/// the key's timer one microsecond later and registers one two microseconds later.
 #[test]
 fn a_timer_deleted_by_an_earlier_handler_of_the_pass_does_not_fire() {
     let mut p = Scripted::new(config("processing-time", &[]), InstanceLimits::default());
     let keys: Vec<String> = (0..600).map(|i| format!("k{i}")).collect();
-    let expiries: Vec<String> = (0..600).map(|i| (2_000 + i * 10).to_string()).collect();
+    // Each key's timers: an early one and a late one; every expiry names its key.
+    let mut key_of: BTreeMap<i64, &str> = BTreeMap::from([(1001, "a"), (1500, "b")]);
     let mut commands = vec![
         cmd("a", "timer.register", "").v("1001"),
         cmd("a", "timer.register", "").v("1002"),
         cmd("b", "timer.register", "").v("1500"),
     ];
-    commands.extend(keys.iter().zip(&expiries).map(|(key, at)| cmd(key, "timer.register", "").v(at)));
+    let timers: Vec<(&str, i64, String)> = keys
+        .iter()
+        .enumerate()
+        .flat_map(|(i, key)| {
+            [2_000 + i as i64 * 10, 9_000 + i as i64 * 10].map(|at| (key.as_str(), at, at.to_string()))
+        })
+        .collect();
+    for (key, at, text) in &timers {
+        key_of.insert(*at, key);
+        commands.push(cmd(key, "timer.register", "").v(text));
+    }
     // Every timer is due at the batch's processing time (1 s): they fire in its pass.
-    let fired = reads(p.run(1_000, &commands).expect("batch 0"));
-    let mut expected = vec![row("timer.fired", "1001"), row("timer.fired", "1500")];
-    expected.extend(expiries.iter().map(|at| row("timer.fired", at)));
-    assert_eq!(fired, expected, "1002 was deleted by 1001's handler");
+    let fired: Vec<i64> = reads(p.run(1_000, &commands).expect("batch 0"))
+        .into_iter()
+        .map(|(op, at)| {
+            assert_eq!(op, "timer.fired");
+            at.parse().expect("an expiry")
+        })
+        .collect();
+    let mut sorted = fired.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, key_of.keys().copied().collect::<Vec<_>>(), "1002 was deleted by 1001's handler");
+    // Key after key: a key's timers are one run, in expiry order.
+    let mut runs: Vec<(&str, Vec<i64>)> = Vec::new();
+    for at in &fired {
+        match runs.last_mut() {
+            Some((key, expiries)) if *key == key_of[at] => expiries.push(*at),
+            _ => runs.push((key_of[at], vec![*at])),
+        }
+    }
+    assert_eq!(runs.len(), 602, "each key's timers fire one after the other");
+    assert!(runs.iter().all(|(_, expiries)| expiries.is_sorted()), "a key's timers fire in expiry order");
     assert_eq!(
         reads(p.run(1_100, &[cmd("a", "timer.list", "")]).expect("batch 1")),
         vec![row("timer.list", "[1003]"), row("timer.fired", "1003")]

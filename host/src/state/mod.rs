@@ -5,6 +5,7 @@ pub mod changelog;
 mod compatibility;
 pub mod key;
 pub mod layout;
+mod overlay;
 pub mod packed;
 mod resident;
 mod store;

@@ -7,7 +7,7 @@
 //! A transaction counts what its buffer holds ([`StateTxn::buffered_bytes`]) so that
 //! the processor's share of it can be held to `operator.max-state-bytes-per-batch`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,6 +17,7 @@ use rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, ReadOptions, 
 
 use super::changelog::{ChangeLogWriter, ChangeRecords, SpareChunks};
 use super::layout;
+use super::overlay::{Change, Overlay};
 use super::resident::{Resident, ResidentChange, ResidentFeed, ResidentState};
 use super::tuning;
 use crate::pipeline::CHANGE_OVERHEAD_BYTES;
@@ -189,9 +190,12 @@ impl StateStore {
             }
             // State changes in key order (RocksDB inserts a sorted run fastest); of a key
             // changed twice blindly, the last change.
-            debug_assert!(txn.blind.iter().all(|(key, _)| !state.contains_key(key)), "a key changed blindly and not");
-            let mut changes: Vec<(Vec<u8>, Option<Vec<u8>>)> = state.into_iter().chain(txn.blind).collect();
-            changes.sort_by(|a, b| a.0.cmp(&b.0));
+            debug_assert!(txn.blind.iter().all(|(key, _)| state.get(key).is_none()), "a key changed blindly and not");
+            let mut changes: Vec<(Vec<u8>, Change)> = state.into_sorted();
+            if !txn.blind.is_empty() {
+                changes.extend(txn.blind);
+                changes.sort_by(|a, b| a.0.cmp(&b.0));
+            }
             changes.dedup_by(|later, earlier| {
                 let same = later.0 == earlier.0;
                 if same {
@@ -208,7 +212,7 @@ impl StateStore {
             }
             for (family, changes) in [Cf::Timers, Cf::TimerIndex, Cf::Meta, Cf::TtlIndex].into_iter().zip(rest) {
                 let cf = self.cf_handle(family.name())?;
-                for (key, change) in changes {
+                for (key, change) in changes.into_sorted() {
                     match change {
                         Some(value) => batch.put_cf(cf, key, value),
                         None if covered(family, &key) => {}
@@ -311,7 +315,8 @@ impl StateStore {
 /// The changes of one batch, readable before they are committed.
 pub struct StateTxn {
     db: Arc<DB>,
-    overlay: [BTreeMap<Vec<u8>, Option<Vec<u8>>>; 5],
+    /// The changes of each column family but the change log, in [`Cf`] order.
+    overlay: [Overlay; 5],
     /// Committed `Cf::State` values read ahead by [`StateTxn::prefetch_state`].
     prefetched: HashMap<Vec<u8>, Option<Vec<u8>>>,
     /// Changes of `Cf::State` the transaction does not read back, in order.
@@ -510,7 +515,7 @@ impl StateTxn {
     /// How many keys of `cf` this transaction changes (writes and deletes).
     pub fn changes(&self, cf: Cf) -> u64 {
         let blind = if cf == Cf::State { self.blind.len() } else { 0 };
-        (self.overlay[cf as usize].len() + blind) as u64
+        (self.overlay[cf as usize].changed_keys() + blind) as u64
     }
 
     /// Every live entry whose key starts with `prefix`, in key order.
@@ -544,19 +549,19 @@ impl StateTxn {
             options.set_iterate_upper_bound(end.to_vec());
         }
         let upper = end.map_or(Bound::Unbounded, Bound::Excluded);
-        let mut own = self.overlay[cf as usize].range::<[u8], _>((Bound::Included(start), upper)).peekable();
+        let mut own = self.overlay[cf as usize].range(Bound::Included(start), upper).peekable();
         // Both in key order: merged as they come, the transaction's change of a key
         // replacing the committed entry.
         for item in self.db.iterator_cf_opt(handle, options, IteratorMode::From(start, Direction::Forward)) {
             let (key, value) = item?;
-            while let Some((own_key, change)) = own.next_if(|(own_key, _)| own_key.as_slice() < &*key) {
+            while let Some((own_key, change)) = own.next_if(|(own_key, _)| *own_key < &*key) {
                 if let Some(value) = change
                     && !visit(own_key, value)?
                 {
                     return Ok(());
                 }
             }
-            let go_on = match own.next_if(|(own_key, _)| own_key.as_slice() == &*key) {
+            let go_on = match own.next_if(|(own_key, _)| *own_key == &*key) {
                 Some((own_key, Some(change))) => visit(own_key, change)?,
                 Some((_, None)) => true,
                 None => visit(&key, &value)?,

@@ -1,5 +1,7 @@
 //! Tests of the state store and its transactions.
 
+use std::collections::BTreeMap;
+
 use super::*;
 
 /// A change's key and new value (`None`: deleted).

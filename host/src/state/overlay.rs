@@ -1,0 +1,208 @@
+//! A transaction's buffered changes of one column family, in key order.
+//!
+//! A batch visits its keys in key order (the grouping sorts them; due timers fire key
+//! after key), so most changes come in increasing key order: those are appended to a
+//! sorted run, where a key past the run's end is known absent with one comparison and
+//! a read searches from where the last one ended (the next key is usually near). An
+//! ordered map (a B-tree) would search its way down again for each, comparing the key
+//! with every key of the nodes on its right edge.
+//! The changes that come out of order (e.g. the timer index, ordered by expiry) go to
+//! an ordered map beside the run; each key lives in one of the two.
+
+use std::cell::Cell;
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+/// A change of one entry: the new value, or `None` for a deletion.
+pub type Change = Option<Vec<u8>>;
+
+/// The changes of one column family, in key order.
+#[derive(Default)]
+pub struct Overlay {
+    /// Changes whose keys came in increasing order; `None`: the change was undone
+    /// (kept, so that the run's last key only grows).
+    run: Vec<(Vec<u8>, Option<Change>)>,
+    /// How many changes of `run` were undone.
+    undone: usize,
+    /// The other changes: every key here is below the run's last key.
+    rest: BTreeMap<Vec<u8>, Change>,
+    /// Where in the run the last search ended: the next search starts there (keys
+    /// come in order, so the next one is usually near).
+    finger: Cell<usize>,
+}
+
+impl Overlay {
+    /// Where `key` is in the run, if it is there.
+    fn in_run(&self, key: &[u8]) -> Option<usize> {
+        let (last, _) = self.run.last()?;
+        if key > last.as_slice() {
+            return None;
+        }
+        let compare = |at: usize| self.run[at].0.as_slice().cmp(key);
+        let finger = self.finger.get().min(self.run.len() - 1);
+        // Gallop from the finger towards the key, then search the bracket found.
+        let (low, high) = match compare(finger) {
+            Ordering::Equal => return Some(finger),
+            Ordering::Less => {
+                let (mut low, mut step) = (finger + 1, 1);
+                while low + step < self.run.len() && compare(low + step) == Ordering::Less {
+                    low += step + 1;
+                    step *= 2;
+                }
+                (low, (low + step + 1).min(self.run.len()))
+            }
+            Ordering::Greater => {
+                let (mut high, mut step) = (finger, 1);
+                while high > step && compare(high - step) == Ordering::Greater {
+                    high -= step;
+                    step *= 2;
+                }
+                (high.saturating_sub(step), high)
+            }
+        };
+        let found = self.run[low..high].binary_search_by(|(run_key, _)| run_key.as_slice().cmp(key));
+        let at = low + found.unwrap_or_else(|insert| insert);
+        self.finger.set(at);
+        found.ok().map(|offset| low + offset)
+    }
+
+    /// The change of `key`, if any.
+    pub fn get(&self, key: &[u8]) -> Option<&Change> {
+        match self.in_run(key) {
+            Some(at) => self.run[at].1.as_ref(),
+            None if self.rest.is_empty() => None,
+            None => self.rest.get(key),
+        }
+    }
+
+    /// Sets the change of `key`; returns the change it replaces.
+    pub fn insert(&mut self, key: Vec<u8>, change: Change) -> Option<Change> {
+        if self.run.last().is_none_or(|(last, _)| key > *last) {
+            self.run.push((key, Some(change)));
+            return None;
+        }
+        match self.in_run(&key) {
+            Some(at) => {
+                let replaced = self.run[at].1.replace(change);
+                if replaced.is_none() {
+                    self.undone -= 1;
+                }
+                replaced
+            }
+            None => self.rest.insert(key, change),
+        }
+    }
+
+    /// Undoes the change of `key`; returns it.
+    pub fn remove(&mut self, key: &[u8]) -> Option<Change> {
+        match self.in_run(key) {
+            Some(at) => {
+                let removed = self.run[at].1.take();
+                if removed.is_some() {
+                    self.undone += 1;
+                }
+                removed
+            }
+            None => self.rest.remove(key),
+        }
+    }
+
+    /// How many keys have a change.
+    pub fn changed_keys(&self) -> usize {
+        self.run.len() - self.undone + self.rest.len()
+    }
+
+    /// Every change, in no particular order.
+    pub fn values(&self) -> impl Iterator<Item = &Change> {
+        self.run.iter().filter_map(|(_, change)| change.as_ref()).chain(self.rest.values())
+    }
+
+    /// The changes of the keys from `start` to `end`, in key order.
+    pub fn range<'a>(
+        &'a self,
+        start: Bound<&'a [u8]>,
+        end: Bound<&'a [u8]>,
+    ) -> impl Iterator<Item = (&'a [u8], &'a Change)> + 'a {
+        let from = match start {
+            Bound::Included(start) => self.run.partition_point(|(key, _)| key.as_slice() < start),
+            Bound::Excluded(start) => self.run.partition_point(|(key, _)| key.as_slice() <= start),
+            Bound::Unbounded => 0,
+        };
+        let to = match end {
+            Bound::Included(end) => self.run.partition_point(|(key, _)| key.as_slice() <= end),
+            Bound::Excluded(end) => self.run.partition_point(|(key, _)| key.as_slice() < end),
+            Bound::Unbounded => self.run.len(),
+        };
+        let run = self.run[from..to.max(from)]
+            .iter()
+            .filter_map(|(key, change)| change.as_ref().map(|change| (key.as_slice(), change)));
+        let rest = self.rest.range::<[u8], _>((start, end)).map(|(key, change)| (key.as_slice(), change));
+        merge(run, rest, |a, b| a.0 < b.0)
+    }
+
+    /// Every change, in key order.
+    pub fn into_sorted(self) -> Vec<(Vec<u8>, Change)> {
+        let run = self.run.into_iter().filter_map(|(key, change)| change.map(|change| (key, change)));
+        merge(run, self.rest.into_iter(), |a, b| a.0 < b.0).collect()
+    }
+}
+
+/// Two sorted sequences as one; `first` tells whether an item goes before another.
+fn merge<T>(
+    a: impl Iterator<Item = T>,
+    b: impl Iterator<Item = T>,
+    first: impl Fn(&T, &T) -> bool,
+) -> impl Iterator<Item = T> {
+    let (mut a, mut b) = (a.peekable(), b.peekable());
+    std::iter::from_fn(move || match (a.peek(), b.peek()) {
+        (Some(x), Some(y)) if first(y, x) => b.next(),
+        (Some(_), _) => a.next(),
+        (None, _) => b.next(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// Random inserts (in and out of order), removals and reads, against a BTreeMap.
+    #[test]
+    fn behaves_like_an_ordered_map() {
+        let mut overlay = Overlay::default();
+        let mut model: BTreeMap<Vec<u8>, Change> = BTreeMap::new();
+        let mut seed = 7u64;
+        let mut next = move |bound: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % bound
+        };
+        for step in 0..20_000u64 {
+            // Mostly increasing keys, as a batch makes them, with some out of order.
+            let key = if next(4) == 0 { next(2_000) } else { step / 10 };
+            let key = format!("k{key:05}").into_bytes();
+            match next(6) {
+                0 => assert_eq!(overlay.remove(&key), model.remove(&key)),
+                1 => assert_eq!(overlay.get(&key), model.get(&key)),
+                2 => assert_eq!(overlay.insert(key.clone(), None), model.insert(key, None)),
+                _ => {
+                    let value = Some(step.to_be_bytes().to_vec());
+                    assert_eq!(overlay.insert(key.clone(), value.clone()), model.insert(key, value));
+                }
+            }
+            assert_eq!(overlay.changed_keys(), model.len());
+            if step % 1_000 == 0 {
+                let (start, end) = (b"k00100".as_slice(), b"k01500".as_slice());
+                let got: Vec<_> = overlay.range(Bound::Included(start), Bound::Excluded(end)).collect();
+                let want: Vec<_> = model
+                    .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
+                    .map(|(k, c)| (k.as_slice(), c))
+                    .collect();
+                assert_eq!(got, want);
+            }
+        }
+        assert_eq!(overlay.values().count(), model.len());
+        assert_eq!(overlay.into_sorted(), model.into_iter().collect::<Vec<_>>());
+    }
+}

@@ -71,7 +71,6 @@ impl Overlay {
     pub fn get(&self, key: &[u8]) -> Option<&Change> {
         match self.in_run(key) {
             Some(at) => self.run[at].1.as_ref(),
-            None if self.rest.is_empty() => None,
             None => self.rest.get(key),
         }
     }
@@ -142,9 +141,9 @@ impl Overlay {
     }
 
     /// Every change, in key order.
-    pub fn into_sorted(self) -> Vec<(Vec<u8>, Change)> {
+    pub fn into_sorted(self) -> impl Iterator<Item = (Vec<u8>, Change)> {
         let run = self.run.into_iter().filter_map(|(key, change)| change.map(|change| (key, change)));
-        merge(run, self.rest.into_iter(), |a, b| a.0 < b.0).collect()
+        merge(run, self.rest.into_iter(), |a, b| a.0 < b.0)
     }
 }
 
@@ -203,6 +202,6 @@ mod tests {
             }
         }
         assert_eq!(overlay.values().count(), model.len());
-        assert_eq!(overlay.into_sorted(), model.into_iter().collect::<Vec<_>>());
+        assert_eq!(overlay.into_sorted().collect::<Vec<_>>(), model.into_iter().collect::<Vec<_>>());
     }
 }

@@ -191,7 +191,7 @@ impl StateStore {
             // State changes in key order (RocksDB inserts a sorted run fastest); of a key
             // changed twice blindly, the last change.
             debug_assert!(txn.blind.iter().all(|(key, _)| state.get(key).is_none()), "a key changed blindly and not");
-            let mut changes: Vec<(Vec<u8>, Change)> = state.into_sorted();
+            let mut changes: Vec<(Vec<u8>, Change)> = state.into_sorted().collect();
             if !txn.blind.is_empty() {
                 changes.extend(txn.blind);
                 changes.sort_by(|a, b| a.0.cmp(&b.0));

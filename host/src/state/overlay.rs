@@ -204,4 +204,41 @@ mod tests {
         assert_eq!(overlay.values().count(), model.len());
         assert_eq!(overlay.into_sorted().collect::<Vec<_>>(), model.into_iter().collect::<Vec<_>>());
     }
+
+    /// Passes over increasing keys one after another, as a batch makes them (its keys'
+    /// input rows, then its due timers key after key), each writing, deleting and
+    /// undoing keys of its own and of earlier passes and reading an earlier pass's keys,
+    /// against a BTreeMap.
+    #[test]
+    fn passes_of_increasing_keys_behave_like_an_ordered_map() {
+        let mut overlay = Overlay::default();
+        let mut model: BTreeMap<Vec<u8>, Change> = BTreeMap::new();
+        for pass in 0..12u64 {
+            for i in 0..500u64 {
+                // Mostly a key of this pass's own; every fourth one an earlier pass's.
+                let slot = if i % 4 == 0 { pass / 2 } else { pass };
+                let key = format!("k{:05}", i * 16 + slot).into_bytes();
+                let probe = format!("k{:05}", i * 16 + (pass + 15) % 16).into_bytes();
+                assert_eq!(overlay.get(&probe), model.get(&probe), "pass {pass}, key {i}");
+                match (i + pass) % 5 {
+                    0 => assert_eq!(overlay.remove(&key), model.remove(&key)),
+                    1 => assert_eq!(overlay.insert(key.clone(), None), model.insert(key, None)),
+                    _ => {
+                        let value = Some((pass * 1_000 + i).to_be_bytes().to_vec());
+                        assert_eq!(overlay.insert(key.clone(), value.clone()), model.insert(key, value));
+                    }
+                }
+            }
+            assert_eq!(overlay.changed_keys(), model.len());
+            let (start, end) = (b"k01000".as_slice(), b"k05000".as_slice());
+            let got: Vec<_> = overlay.range(Bound::Excluded(start), Bound::Included(end)).collect();
+            let want: Vec<_> = model
+                .range::<[u8], _>((Bound::Excluded(start), Bound::Included(end)))
+                .map(|(k, c)| (k.as_slice(), c))
+                .collect();
+            assert_eq!(got, want, "pass {pass}");
+        }
+        assert!(!overlay.rest.is_empty(), "the later passes reach the ordered map");
+        assert_eq!(overlay.into_sorted().collect::<Vec<_>>(), model.into_iter().collect::<Vec<_>>());
+    }
 }

@@ -1,7 +1,7 @@
 //! The RocksDB options of the state store. Others were tried on the jobs of `make
 //! bench-window` and measured no better: no compression, larger memtables or a total
 //! memtable budget, a later level-0 compaction, no bloom filters, no compaction of the
-//! change log.
+//! change log, memtables merged before they flush (four per family, two merged).
 
 use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options};
 

@@ -167,6 +167,19 @@ mod tests {
 
     use super::*;
 
+    /// Checks that `overlay` and `model` hold the same changes from `start` to `end`.
+    fn assert_same_range(
+        overlay: &Overlay,
+        model: &BTreeMap<Vec<u8>, Change>,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        context: &str,
+    ) {
+        let got: Vec<_> = overlay.range(start, end).collect();
+        let want: Vec<_> = model.range::<[u8], _>((start, end)).map(|(k, c)| (k.as_slice(), c)).collect();
+        assert_eq!(got, want, "{context}");
+    }
+
     /// Random inserts (in and out of order), removals and reads, against a BTreeMap.
     #[test]
     fn behaves_like_an_ordered_map() {
@@ -192,13 +205,7 @@ mod tests {
             }
             assert_eq!(overlay.changed_keys(), model.len());
             if step % 1_000 == 0 {
-                let (start, end) = (b"k00100".as_slice(), b"k01500".as_slice());
-                let got: Vec<_> = overlay.range(Bound::Included(start), Bound::Excluded(end)).collect();
-                let want: Vec<_> = model
-                    .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
-                    .map(|(k, c)| (k.as_slice(), c))
-                    .collect();
-                assert_eq!(got, want);
+                assert_same_range(&overlay, &model, Bound::Included(b"k00100"), Bound::Excluded(b"k01500"), "");
             }
         }
         assert_eq!(overlay.values().count(), model.len());
@@ -230,13 +237,8 @@ mod tests {
                 }
             }
             assert_eq!(overlay.changed_keys(), model.len());
-            let (start, end) = (b"k01000".as_slice(), b"k05000".as_slice());
-            let got: Vec<_> = overlay.range(Bound::Excluded(start), Bound::Included(end)).collect();
-            let want: Vec<_> = model
-                .range::<[u8], _>((Bound::Excluded(start), Bound::Included(end)))
-                .map(|(k, c)| (k.as_slice(), c))
-                .collect();
-            assert_eq!(got, want, "pass {pass}");
+            let pass = format!("pass {pass}");
+            assert_same_range(&overlay, &model, Bound::Excluded(b"k01000"), Bound::Included(b"k05000"), &pass);
         }
         assert!(!overlay.rest.is_empty(), "the later passes reach the ordered map");
         assert_eq!(overlay.into_sorted().collect::<Vec<_>>(), model.into_iter().collect::<Vec<_>>());

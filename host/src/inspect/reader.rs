@@ -7,6 +7,7 @@
 //! the primary). Values are shown decoded from CBOR (the SDK's encoding) into JSON.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -17,7 +18,7 @@ use super::entry_json::{StateEntry, decode_entry, decode_key, encode_key, hex, i
 use crate::checkpoint::CheckpointDir;
 use crate::state::{
     CF_NAMES, CHANGELOG, COMMITTED_BATCH, Cf, OperatorStateSchema, StateKind, changelog, key, layout, packed,
-    schema_key,
+    schema_key, unwritten,
 };
 use crate::util::format_micros_iso;
 
@@ -32,6 +33,9 @@ fn declared_kinds(schema: Option<&OperatorStateSchema>) -> BTreeMap<String, Stat
 pub struct StateReader {
     db: DB,
     path: PathBuf,
+    /// Committed state changes the `state` family lacks, from the change log (see
+    /// [`unwritten`]): read on top of the family.
+    unwritten: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     // Keeps a secondary instance's own directory alive as long as the reader.
     _secondary: Option<tempfile::TempDir>,
 }
@@ -149,7 +153,7 @@ impl StateReader {
             );
         }
         match DB::open_cf_for_read_only(&options, path, &families, false) {
-            Ok(db) => Ok(Self { db, path: path.to_path_buf(), _secondary: None }),
+            Ok(db) => Self::with_unwritten(db, path, None),
             Err(read_only) => {
                 let secondary =
                     tempfile::tempdir().context("cannot create a directory for a secondary store instance")?;
@@ -163,9 +167,19 @@ impl StateReader {
                 })?;
                 db.try_catch_up_with_primary()
                     .with_context(|| format!("cannot catch up with the state store in {}", path.display()))?;
-                Ok(Self { db, path: path.to_path_buf(), _secondary: Some(secondary) })
+                Self::with_unwritten(db, path, Some(secondary))
             }
         }
+    }
+
+    fn with_unwritten(db: DB, path: &Path, secondary: Option<tempfile::TempDir>) -> Result<Self> {
+        let mut reader = Self { db, path: path.to_path_buf(), unwritten: BTreeMap::new(), _secondary: secondary };
+        if let Some(raw) = reader.meta(unwritten::UNWRITTEN_FROM)? {
+            let from = unwritten::decode_batch(&raw)?;
+            reader.unwritten = unwritten::logged_since(&reader.db, reader.cf(CHANGELOG)?, from)
+                .with_context(|| format!("in the change log of {}", path.display()))?;
+        }
+        Ok(reader)
     }
 
     /// Where the store lives.
@@ -216,19 +230,33 @@ impl StateReader {
     /// own (the newer copy, visited itself).
     fn scan_state(&self, prefix: &[u8], mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
         let cf = self.cf(Cf::State.name())?;
-        self.scan(Cf::State.name(), prefix, |k, v| {
-            if !packed::is_packed(k) {
-                return f(k, v);
+        let end = layout::prefix_end(prefix);
+        let mut options = ReadOptions::default();
+        if let Some(end) = &end {
+            options.set_iterate_upper_bound(end.clone());
+        }
+        let family = self.db.iterator_cf_opt(cf, options, IteratorMode::From(prefix, Direction::Forward));
+        let upper = end.as_ref().map_or(Bound::Unbounded, |end| Bound::Excluded(end.clone()));
+        let unwritten = self
+            .unwritten
+            .range((Bound::Included(prefix.to_vec()), upper))
+            .map(|(key, value)| (key.as_slice(), value.as_deref()))
+            .collect();
+        for item in unwritten::merge_changes(family, unwritten) {
+            let (k, v) = item.with_context(|| format!("cannot read the state store in {}", self.path.display()))?;
+            if !packed::is_packed(&k) {
+                f(&k, &v)?;
+                continue;
             }
             let entries =
-                packed::unpack(v).with_context(|| format!("in the state store in {}", self.path.display()))?;
+                packed::unpack(&v).with_context(|| format!("in the state store in {}", self.path.display()))?;
             for (key, value) in entries {
-                if self.db.get_pinned_cf(cf, key)?.is_none() {
+                if !self.unwritten.contains_key(key) && self.db.get_pinned_cf(cf, key)?.is_none() {
                     f(key, value)?;
                 }
             }
-            Ok(())
-        })
+        }
+        Ok(())
     }
 
     /// Calls `f` with every state entry `filter` selects, in store order (a packed

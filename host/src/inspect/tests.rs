@@ -228,6 +228,48 @@ fn reads_while_the_store_is_open_for_writing() {
 }
 
 #[test]
+fn reads_committed_changes_the_state_family_does_not_have_yet() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sample(dir.path());
+    assert!(store.hold_state_in_memory(1 << 20).unwrap());
+    let (totals, counts) = (decl("totals", StateKind::Value, None), decl("counts", StateKind::Map, None));
+    let mut txn = store.begin();
+    scope("carol").value_update(&mut txn, &totals, &cbor(&1));
+    scope("alice").map_remove(&mut txn, &counts, &cbor(&"x"));
+    scope("bob").value_update(&mut txn, &totals, &cbor(&serde_json::json!({"count": 2, "sum": 9})));
+    store.commit(txn, 4).unwrap();
+    assert!(store.read(Cf::Meta, unwritten::UNWRITTEN_FROM).unwrap().is_some(), "batch 4 is in the change log only");
+    let check = |reader: &StateReader| {
+        let all = reader.entries(&EntryFilter::default(), NOW).unwrap();
+        let shown: Vec<(serde_json::Value, &str, Option<serde_json::Value>, serde_json::Value)> = all
+            .iter()
+            .map(|entry| (entry.key[0].clone(), entry.var.as_str(), entry.map_key.clone(), entry.value.clone()))
+            .collect();
+        let mut shown = shown;
+        shown.sort_by_key(|entry| format!("{entry:?}"));
+        let mut expected = vec![
+            ("alice".into(), "counts", Some("y".into()), serde_json::json!(5)),
+            ("alice".into(), "events", None, serde_json::json!([1, "two"])),
+            ("alice".into(), "totals", None, serde_json::json!({"count": 4, "sum": 69})),
+            ("bob".into(), "session", None, serde_json::json!({"bytes": "ff00"})),
+            ("bob".into(), "totals", None, serde_json::json!({"count": 2, "sum": 9})),
+            ("carol".into(), "totals", None, serde_json::json!(1)),
+        ];
+        expected.sort_by_key(|entry| format!("{entry:?}"));
+        assert_eq!(shown, expected);
+        assert_eq!(reader.metadata().unwrap().operators[0].keys, 3);
+        assert_eq!(reader.committed_batch().unwrap(), Some(4));
+    };
+    check(&StateReader::open(dir.path()).unwrap());
+    // Reopened (as after a crash), the store writes them from its change log.
+    drop(store);
+    let store = StateStore::open(dir.path()).unwrap();
+    assert!(store.read(Cf::Meta, unwritten::UNWRITTEN_FROM).unwrap().is_none(), "caught up");
+    drop(store);
+    check(&StateReader::open(dir.path()).unwrap());
+}
+
+#[test]
 fn missing_store_says_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
     let error = StateReader::open_checkpoint(dir.path()).err().expect("no store");

@@ -11,6 +11,8 @@ mod resident;
 mod store;
 mod ttl;
 mod tuning;
+mod txn;
+pub mod unwritten;
 mod variables;
 
 pub use compatibility::{

@@ -9,19 +9,28 @@
 //! dropped for good (reads go to RocksDB again) once the state outgrows the budget or
 //! a commit fails. Transactions read the copy of the batch before theirs; a commit
 //! changes it only when no transaction reads it any more.
+//!
+//! The copy also remembers which of its entries the `state` column family does not
+//! have yet: the changes of commits that wrote only their change-log records (see
+//! [`unwritten`](super::unwritten)).
 
 use std::collections::HashMap;
 use std::sync::mpsc::{SyncSender, sync_channel};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::{Scope, ScopedJoinHandle};
 
 use anyhow::Result;
-use rocksdb::{ColumnFamily, DB, IteratorMode};
+use rocksdb::{ColumnFamily, DB, IteratorMode, WriteBatch};
 use xxhash_rust::xxh3::Xxh3DefaultBuilder;
+
+use super::unwritten::WRITE_EVERY_BATCHES;
 
 /// What one entry is counted as beyond its key and value: the two vectors' headers,
 /// the hash table's slot and the allocator's rounding.
 const ENTRY_OVERHEAD_BYTES: usize = 96;
+
+/// What one unwritten key is counted as beyond its bytes.
+const UNWRITTEN_OVERHEAD_BYTES: usize = 48;
 
 /// A complete copy of the committed `Cf::State` entries.
 #[derive(Default)]
@@ -30,12 +39,115 @@ pub struct ResidentState {
     bytes: usize,
     /// The most `bytes` may be.
     budget: usize,
+    /// The keys whose entry here differs from the `state` family's, each with whether
+    /// the family holds the key (a key put and then deleted since it was last written
+    /// needs nothing written).
+    unwritten: HashMap<Vec<u8>, bool, Xxh3DefaultBuilder>,
+    unwritten_bytes: usize,
+    /// The first batch whose changes the family lacks (the store's `UNWRITTEN_FROM`).
+    unwritten_from: Option<u64>,
+    /// The unwritten keys in key order, made by the first range read that needs them.
+    unwritten_sorted: OnceLock<Vec<Vec<u8>>>,
+    /// Whether the changes being applied are left unwritten (a deferring commit's).
+    deferring: bool,
 }
 
 impl ResidentState {
     /// The committed value at `key` (`None`: there is none; the copy is complete).
     pub fn get(&self, key: &[u8]) -> Option<&Vec<u8>> {
         self.entries.get(key)
+    }
+
+    /// How many entries the committed state holds.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// What the entries take, in bytes (with their overhead).
+    pub fn entry_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Whether the changes being applied are left unwritten.
+    pub fn deferring(&self) -> bool {
+        self.deferring
+    }
+
+    /// Whether the unwritten changes are to be written with the commit of `batch_id`:
+    /// every [`WRITE_EVERY_BATCHES`] batches, or once they take a quarter of the budget.
+    pub fn unwritten_due(&self, batch_id: u64) -> bool {
+        self.unwritten_from.is_some_and(|from| batch_id >= from.saturating_add(WRITE_EVERY_BATCHES))
+            || self.unwritten_bytes > self.budget / 4
+    }
+
+    /// The first batch whose changes the `state` family lacks, if any.
+    pub fn unwritten_from(&self) -> Option<u64> {
+        self.unwritten_from
+    }
+
+    /// The unwritten keys with `start <= key < end`, in key order, each with its
+    /// committed value (`None`: deleted): what a range read of the family must see
+    /// in place of the family's own entries of those keys.
+    pub fn unwritten_in(&self, start: &[u8], end: Option<&[u8]>) -> Vec<(&[u8], Option<&[u8]>)> {
+        if self.unwritten.is_empty() {
+            return Vec::new();
+        }
+        let sorted = self.unwritten_sorted.get_or_init(|| {
+            let mut keys: Vec<Vec<u8>> = self.unwritten.keys().cloned().collect();
+            keys.sort_unstable();
+            keys
+        });
+        let from = sorted.partition_point(|key| key.as_slice() < start);
+        sorted[from..]
+            .iter()
+            .take_while(|key| end.is_none_or(|end| key.as_slice() < end))
+            .map(|key| (key.as_slice(), self.entries.get(key).map(Vec::as_slice)))
+            .collect()
+    }
+
+    /// Adds to `batch` what brings the `state` family (`cf`) up to this copy: each
+    /// unwritten key's entry, in key order.
+    pub fn write_unwritten(&self, batch: &mut WriteBatch, cf: &ColumnFamily) {
+        let mut keys: Vec<(&Vec<u8>, bool)> = self.unwritten.iter().map(|(key, held)| (key, *held)).collect();
+        keys.sort_unstable();
+        for (key, held) in keys {
+            match self.entries.get(key) {
+                Some(value) => batch.put_cf(cf, key, value),
+                None if held => batch.delete_cf(cf, key),
+                None => {}
+            }
+        }
+    }
+
+    /// Records that the family now has every entry (after [`write_unwritten`](Self::write_unwritten)'s
+    /// batch was written) and that, from `batch` on (if given), it lacks the changes again.
+    pub fn mark_written(&mut self, unwritten_from: Option<u64>) {
+        self.unwritten.clear();
+        self.unwritten_bytes = 0;
+        self.unwritten_sorted = OnceLock::new();
+        self.unwritten_from = unwritten_from;
+    }
+
+    /// Makes the changes applied from now on unwritten ones (`deferring`) or not.
+    pub fn set_deferring(&mut self, deferring: bool) {
+        self.deferring = deferring;
+    }
+
+    /// Notes that `key`, deleted, is not written; `was_there`: whether it had an entry.
+    fn note_delete(&mut self, key: Vec<u8>, was_there: bool) {
+        match self.unwritten.get(&key) {
+            Some(true) => {}
+            Some(false) => {
+                // Put since it was last written, never in the family: nothing to write.
+                self.unwritten_bytes -= key.len() + UNWRITTEN_OVERHEAD_BYTES;
+                self.unwritten.remove(&key);
+            }
+            None if was_there => {
+                self.unwritten_bytes += key.len() + UNWRITTEN_OVERHEAD_BYTES;
+                self.unwritten.insert(key, true);
+            }
+            None => {}
+        }
     }
 
     /// Reads every entry of `db`'s column family `state`, or `None` when they take
@@ -54,28 +166,55 @@ impl ResidentState {
 
     /// Makes `changes`, in order.
     fn apply(&mut self, changes: Vec<ResidentChange>) {
+        if self.deferring {
+            self.unwritten_sorted = OnceLock::new();
+        }
         for change in changes {
             match change {
-                ResidentChange::Put(key, value) => self.put(key, value),
-                ResidentChange::Delete(key) => self.delete(&key),
+                ResidentChange::Put(key, value) if self.deferring && !self.unwritten.contains_key(&key) => {
+                    let unwritten = key.clone();
+                    let was_there = self.put(key, value);
+                    self.unwritten_bytes += unwritten.len() + UNWRITTEN_OVERHEAD_BYTES;
+                    self.unwritten.insert(unwritten, was_there);
+                }
+                ResidentChange::Put(key, value) => {
+                    self.put(key, value);
+                }
+                ResidentChange::Delete(key) => {
+                    let was_there = self.delete(&key);
+                    if self.deferring {
+                        self.note_delete(key, was_there);
+                    }
+                }
+                // Only commits that write their changes drop ranges.
                 ResidentChange::DropRange(start, end) => self.delete_range(&start, &end),
             }
         }
     }
 
-    /// Sets `key` to `value`.
-    fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+    /// Sets `key` to `value`; returns whether it had an entry.
+    fn put(&mut self, key: Vec<u8>, value: Vec<u8>) -> bool {
         let (key_len, value_len) = (key.len(), value.len());
         match self.entries.insert(key, value) {
-            Some(old) => self.bytes = self.bytes - old.len() + value_len,
-            None => self.bytes += key_len + value_len + ENTRY_OVERHEAD_BYTES,
+            Some(old) => {
+                self.bytes = self.bytes - old.len() + value_len;
+                true
+            }
+            None => {
+                self.bytes += key_len + value_len + ENTRY_OVERHEAD_BYTES;
+                false
+            }
         }
     }
 
-    /// Removes `key`.
-    fn delete(&mut self, key: &[u8]) {
-        if let Some((key, value)) = self.entries.remove_entry(key) {
-            self.bytes -= key.len() + value.len() + ENTRY_OVERHEAD_BYTES;
+    /// Removes `key`; returns whether it had an entry.
+    fn delete(&mut self, key: &[u8]) -> bool {
+        match self.entries.remove_entry(key) {
+            Some((key, value)) => {
+                self.bytes -= key.len() + value.len() + ENTRY_OVERHEAD_BYTES;
+                true
+            }
+            None => false,
         }
     }
 
@@ -128,7 +267,7 @@ impl ResidentFeed {
             for changes in receiver {
                 let Some(held) = copy.as_mut() else { continue };
                 held.apply(changes);
-                if held.bytes > held.budget {
+                if held.bytes + held.unwritten_bytes > held.budget {
                     crate::log::info(&format!(
                         "the state outgrew its in-memory copy's budget (state-in-memory, {} bytes): state reads \
                          go to RocksDB",
@@ -172,6 +311,16 @@ impl ResidentFeed {
     }
 }
 
+/// The copy as a commit takes it.
+pub enum Taken {
+    /// The store holds no copy.
+    None,
+    /// No transaction reads it: the commit changes it and puts it back.
+    Owned(ResidentState),
+    /// A transaction still reads it: dropped after the commit.
+    Shared(Arc<ResidentState>),
+}
+
 /// The store's copy, shared by the store's clones.
 #[derive(Clone, Default)]
 pub struct Resident {
@@ -193,15 +342,18 @@ impl Resident {
         self.lock().clone()
     }
 
-    /// Takes the copy for a commit to change, when no transaction still reads it
-    /// (otherwise it is dropped: a reader of it would see the commit's changes).
-    pub fn take_for_commit(&self) -> Option<ResidentState> {
-        let copy = self.lock().take()?;
-        let taken = Arc::try_unwrap(copy).ok();
-        if taken.is_none() {
-            crate::log::debug("a transaction outlived its batch: state reads go to RocksDB from now on");
+    /// Takes the copy for a commit to change: owned when no transaction still reads
+    /// it; otherwise shared, and no longer the store's (a reader of it would see the
+    /// commit's changes), for the commit to write what the family lacks of it.
+    pub fn take_for_commit(&self) -> Taken {
+        let Some(copy) = self.lock().take() else { return Taken::None };
+        match Arc::try_unwrap(copy) {
+            Ok(copy) => Taken::Owned(copy),
+            Err(shared) => {
+                crate::log::debug("a transaction outlived its batch: state reads go to RocksDB from now on");
+                Taken::Shared(shared)
+            }
         }
-        taken
     }
 
     /// Puts back the copy a successful commit changed.
@@ -211,7 +363,12 @@ impl Resident {
 
     /// The memory the copy takes (0 without one).
     pub fn bytes(&self) -> usize {
-        self.lock().as_ref().map_or(0, |copy| copy.bytes)
+        self.lock().as_ref().map_or(0, |copy| copy.bytes + copy.unwritten_bytes)
+    }
+
+    /// `f` of the copy, if there is one.
+    pub fn inspect<R>(&self, f: impl FnOnce(&ResidentState) -> R) -> Option<R> {
+        self.lock().as_deref().map(f)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Arc<ResidentState>>> {

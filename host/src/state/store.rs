@@ -8,19 +8,19 @@
 //! the processor's share of it can be held to `operator.max-state-bytes-per-batch`.
 
 use std::collections::HashMap;
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, ReadOptions, WriteBatch, WriteOptions};
+use rocksdb::{ColumnFamilyDescriptor, DB, WriteBatch, WriteOptions};
 
 use super::changelog::{ChangeLogWriter, ChangeRecords, SpareChunks};
-use super::layout;
-use super::overlay::{Change, Overlay};
-use super::resident::{Resident, ResidentChange, ResidentFeed, ResidentState};
+use super::overlay::Change;
+use super::resident::{Resident, ResidentChange, ResidentFeed, ResidentState, Taken};
 use super::tuning;
-use crate::pipeline::CHANGE_OVERHEAD_BYTES;
+use super::unwritten::{self, UNWRITTEN_FROM};
+
+pub use super::txn::StateTxn;
 
 /// The column families of the store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,19 +78,44 @@ impl StateStore {
                 path.display()
             )
         })?;
-        Ok(Self {
+        let store = Self {
             db: Arc::new(db),
             path: path.to_path_buf(),
             spare_chunks: SpareChunks::default(),
             resident: Resident::default(),
-        })
+        };
+        // The last run may have committed changes it had not written yet.
+        store.catch_up()?;
+        Ok(store)
     }
 
     /// Holds a copy of every committed state entry in memory while they take at most
     /// `budget` bytes, for transactions to read instead of RocksDB (see
     /// [`resident`](super::resident)); returns whether the state fits now.
     pub fn hold_state_in_memory(&self, budget: usize) -> Result<bool> {
+        self.write_unwritten()?;
         self.resident.load(&self.db, self.cf_handle(Cf::State.name())?, budget)
+    }
+
+    /// Writes to the `state` family what the in-memory copy has and it lacks, if anything.
+    fn write_unwritten(&self) -> Result<()> {
+        let state = self.cf_handle(Cf::State.name())?;
+        let lacking = self.resident.inspect(|copy| {
+            copy.unwritten_from().map(|_| {
+                let mut batch = WriteBatch::default();
+                copy.write_unwritten(&mut batch, state);
+                batch
+            })
+        });
+        if let Some(Some(mut batch)) = lacking {
+            batch.delete_cf(self.cf_handle(Cf::Meta.name())?, UNWRITTEN_FROM);
+            let mut options = WriteOptions::default();
+            options.set_sync(true);
+            self.db.write_opt(batch, &options).with_context(|| {
+                format!("cannot write the committed state to the state store in {}", self.path.display())
+            })?;
+        }
+        Ok(())
     }
 
     /// Where the store lives.
@@ -122,14 +147,23 @@ impl StateStore {
 
     /// Writes every change of all `txns` (which touch disjoint keys, e.g. one per
     /// shard) and `batch_id` as the committed batch, in one atomic, durable write.
+    /// While the state is held in memory, a batch whose state changes all have
+    /// change-log records leaves them unwritten in the `state` family for a while
+    /// (see [`unwritten`](super::unwritten)).
     pub fn commit_all(&self, mut txns: Vec<StateTxn>, batch_id: u64) -> Result<()> {
         // The in-memory copy changes with the write batch, once no transaction reads it:
         // on a second thread, fed each state change as the batch takes it.
         txns.iter_mut().for_each(|txn| txn.resident = None);
-        let resident = self.resident.take_for_commit();
+        // Room for every change and its change-log copy up front (a write batch that
+        // grows copies itself each time it doubles): the buffered bytes count each
+        // change's key and value plus 64, about what the two copies take.
+        let buffered: u64 = txns.iter().map(StateTxn::buffered_bytes).sum();
+        let mut batch = WriteBatch::with_capacity_bytes(buffered as usize + buffered as usize / 4 + 4096);
+        let copy = self.take_copy_for_commit(&mut batch, &txns, batch_id)?;
+        let deferring = copy.as_ref().is_some_and(ResidentState::deferring);
         let (written, changed) = std::thread::scope(|scope| {
-            let (mut feed, applier) = ResidentFeed::start(scope, resident);
-            let written = self.write_batch(txns, batch_id, &mut feed).and_then(|batch| {
+            let (mut feed, applier) = ResidentFeed::start(scope, copy);
+            let written = self.write_batch(&mut batch, txns, batch_id, &mut feed, !deferring).and_then(|()| {
                 feed.finish();
                 let mut options = WriteOptions::default();
                 options.set_sync(true);
@@ -140,21 +174,85 @@ impl StateStore {
             drop(feed);
             (written, applier.map(|thread| thread.join()))
         });
-        written?;
-        if let Some(Ok(Some(copy))) = changed {
-            self.resident.put_back(copy);
+        match changed {
+            Some(Ok(Some(mut copy))) if written.is_ok() => {
+                copy.set_deferring(false);
+                self.resident.put_back(copy);
+                written
+            }
+            // Without the copy, reads go to the family: it must have every change.
+            _ => written.and(self.catch_up()),
+        }
+    }
+
+    /// Takes the in-memory copy (if any) for the commit of `txns` as batch `batch_id`
+    /// and decides whether the commit leaves its state changes unwritten: it can when
+    /// every change has a change-log record. Adds to `batch` what the family lacks when
+    /// it is to be written now (a commit that cannot defer, the copy's last commit,
+    /// or every [`WRITE_EVERY_BATCHES`](super::unwritten::WRITE_EVERY_BATCHES)), and
+    /// the mark of the first unwritten batch.
+    fn take_copy_for_commit(
+        &self,
+        batch: &mut WriteBatch,
+        txns: &[StateTxn],
+        batch_id: u64,
+    ) -> Result<Option<ResidentState>> {
+        let (state, meta) = (self.cf_handle(Cf::State.name())?, self.cf_handle(Cf::Meta.name())?);
+        match self.resident.take_for_commit() {
+            Taken::None => Ok(None),
+            Taken::Shared(copy) => {
+                if copy.unwritten_from().is_some() {
+                    copy.write_unwritten(batch, state);
+                    batch.delete_cf(meta, UNWRITTEN_FROM);
+                }
+                Ok(None)
+            }
+            Taken::Owned(mut copy) => {
+                let defer = txns.iter().all(StateTxn::logs_every_state_change);
+                let lagging = copy.unwritten_from().is_some();
+                if lagging && (!defer || copy.unwritten_due(batch_id)) {
+                    copy.write_unwritten(batch, state);
+                    copy.mark_written(None);
+                }
+                if defer && copy.unwritten_from().is_none() {
+                    batch.put_cf(meta, UNWRITTEN_FROM, batch_id.to_be_bytes());
+                    copy.mark_written(Some(batch_id));
+                } else if !defer && lagging {
+                    batch.delete_cf(meta, UNWRITTEN_FROM);
+                }
+                copy.set_deferring(defer);
+                Ok(Some(copy))
+            }
+        }
+    }
+
+    /// Writes to the `state` family the changes of every batch it lacks (after a
+    /// crash, or when the in-memory copy that had them is gone), from the change log.
+    fn catch_up(&self) -> Result<()> {
+        let caught_up = unwritten::catch_up(
+            &self.db,
+            self.cf_handle(Cf::State.name())?,
+            self.cf_handle(CHANGELOG)?,
+            self.cf_handle(Cf::Meta.name())?,
+        )
+        .with_context(|| format!("cannot bring the state store in {} up to its change log", self.path.display()))?;
+        if caught_up {
+            crate::log::debug("state changes replayed from the change log into the state store");
         }
         Ok(())
     }
 
-    /// The write batch of every change of `txns` and `batch_id` as the committed
-    /// batch; the state changes also go to `feed`.
-    fn write_batch(&self, mut txns: Vec<StateTxn>, batch_id: u64, feed: &mut ResidentFeed) -> Result<WriteBatch> {
-        // Room for every change and its change-log copy up front (a write batch that
-        // grows copies itself each time it doubles): the buffered bytes count each
-        // change's key and value plus 64, about what the two copies take.
-        let buffered: u64 = txns.iter().map(StateTxn::buffered_bytes).sum();
-        let mut batch = WriteBatch::with_capacity_bytes(buffered as usize + buffered as usize / 4 + 4096);
+    /// Adds every change of `txns` and `batch_id` as the committed batch to `batch`;
+    /// the state changes also go to `feed`, and to the `state` family only when
+    /// `write_state` (not when the commit leaves them unwritten).
+    fn write_batch(
+        &self,
+        batch: &mut WriteBatch,
+        mut txns: Vec<StateTxn>,
+        batch_id: u64,
+        feed: &mut ResidentFeed,
+        write_state: bool,
+    ) -> Result<()> {
         let mut log = ChangeLogWriter::new(batch_id, self.spare_chunks.clone());
         let changelog = self.cf_handle(CHANGELOG)?;
         // Dropped ranges first, so that every transaction's own puts in them stay; its
@@ -172,26 +270,26 @@ impl StateStore {
                 .iter()
                 .any(|(range_cf, start, end)| *range_cf == cf && start.as_slice() <= key && key < end.as_slice())
         };
+        let mut state = StateWriter { batch, cf: self.cf_handle(Cf::State.name())?, feed, write: write_state };
         // Each change moves from the buffer into the write batch (the buffer shrinks as
         // the batch grows), so the commit does not hold both whole.
         for txn in txns {
-            let [state, rest @ ..] = txn.overlay;
-            let cf = self.cf_handle(Cf::State.name())?;
+            let [overlay, rest @ ..] = txn.overlay;
             for (key, change) in txn.unlogged {
-                write_state(&mut batch, cf, feed, key, change);
+                state.write(key, change);
             }
             for (key, value) in txn.self_logged {
-                batch.put_cf(changelog, log.next_chunk_key(), &value);
-                write_state(&mut batch, cf, feed, key, Some(value));
+                state.batch.put_cf(changelog, log.next_chunk_key(), &value);
+                state.write(key, Some(value));
             }
             for chunk in txn.records.into_chunks() {
-                batch.put_cf(changelog, log.next_chunk_key(), &chunk);
+                state.batch.put_cf(changelog, log.next_chunk_key(), &chunk);
                 self.spare_chunks.give_back(chunk);
             }
             // State changes in key order (RocksDB inserts a sorted run fastest); of a key
             // changed twice blindly, the last change.
-            debug_assert!(txn.blind.iter().all(|(key, _)| state.get(key).is_none()), "a key changed blindly and not");
-            let mut changes: Vec<(Vec<u8>, Change)> = state.into_sorted().collect();
+            debug_assert!(txn.blind.iter().all(|(key, _)| overlay.get(key).is_none()), "a key changed blindly and not");
+            let mut changes: Vec<(Vec<u8>, Change)> = overlay.into_sorted().collect();
             if !txn.blind.is_empty() {
                 changes.extend(txn.blind);
                 changes.sort_by(|a, b| a.0.cmp(&b.0));
@@ -205,18 +303,18 @@ impl StateStore {
             });
             for (key, change) in changes {
                 if let Some((log_key, chunk)) = log.record(&key, change.as_deref()) {
-                    batch.put_cf(changelog, log_key, &chunk);
+                    state.batch.put_cf(changelog, log_key, &chunk);
                     self.spare_chunks.give_back(chunk);
                 }
-                write_state(&mut batch, cf, feed, key, change);
+                state.write(key, change);
             }
             for (family, changes) in [Cf::Timers, Cf::TimerIndex, Cf::Meta, Cf::TtlIndex].into_iter().zip(rest) {
                 let cf = self.cf_handle(family.name())?;
                 for (key, change) in changes.into_sorted() {
                     match change {
-                        Some(value) => batch.put_cf(cf, key, value),
+                        Some(value) => state.batch.put_cf(cf, key, value),
                         None if covered(family, &key) => {}
-                        None => batch.delete_cf(cf, key),
+                        None => state.batch.delete_cf(cf, key),
                     }
                 }
             }
@@ -226,7 +324,7 @@ impl StateStore {
             self.spare_chunks.give_back(chunk);
         }
         batch.put_cf(self.cf_handle(Cf::Meta.name())?, COMMITTED_BATCH, batch_id.to_be_bytes());
-        Ok(batch)
+        Ok(())
     }
 
     /// The id of the last committed batch, if any.
@@ -253,21 +351,32 @@ impl StateStore {
         Ok(())
     }
 
-    /// Deletes the change log of every batch before `batch_id`.
+    /// Deletes the change log of every batch before `batch_id` but of those whose
+    /// changes the `state` family lacks.
     pub fn prune_changelog(&self, batch_id: u64) -> Result<()> {
         let cf = self.cf_handle(CHANGELOG)?;
-        Ok(self.db.delete_range_cf(cf, 0u64.to_be_bytes(), batch_id.to_be_bytes())?)
+        let unwritten_from = match self.read_meta(UNWRITTEN_FROM)? {
+            Some(raw) => unwritten::decode_batch(&raw)?,
+            None => u64::MAX,
+        };
+        Ok(self.db.delete_range_cf(cf, 0u64.to_be_bytes(), batch_id.min(unwritten_from).to_be_bytes())?)
     }
 
-    /// RocksDB's estimate of the number of live state entries.
+    /// The number of live state entries: exact with the in-memory copy, else RocksDB's
+    /// estimate.
     pub fn estimated_state_entries(&self) -> u64 {
-        self.int_property(Cf::State, "rocksdb.estimate-num-keys")
+        self.resident
+            .inspect(|copy| copy.len() as u64)
+            .unwrap_or_else(|| self.int_property(Cf::State, "rocksdb.estimate-num-keys"))
     }
 
-    /// Estimated bytes of live state (state entries on disk and in memtables).
+    /// Estimated bytes of live state (state entries on disk and in memtables; of the
+    /// in-memory copy when there is one).
     pub fn estimated_state_bytes(&self) -> u64 {
-        self.int_property(Cf::State, "rocksdb.estimate-live-data-size")
-            + self.int_property(Cf::State, "rocksdb.size-all-mem-tables")
+        self.resident.inspect(|copy| copy.entry_bytes() as u64).unwrap_or_else(|| {
+            self.int_property(Cf::State, "rocksdb.estimate-live-data-size")
+                + self.int_property(Cf::State, "rocksdb.size-all-mem-tables")
+        })
     }
 
     /// Memory held by RocksDB memtables and readers (all column families) and by the
@@ -302,7 +411,16 @@ impl StateStore {
 
     /// The committed value at `key` (ignoring any open transaction).
     pub fn read(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if cf == Cf::State
+            && let Some(value) = self.resident.inspect(|copy| copy.get(key).cloned())
+        {
+            return Ok(value);
+        }
         Ok(self.db.get_cf(self.cf_handle(cf.name())?, key)?)
+    }
+
+    fn read_meta(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.db.get_cf(self.cf_handle(Cf::Meta.name())?, key)?)
     }
 
     fn cf_handle(&self, name: &str) -> Result<&rocksdb::ColumnFamily> {
@@ -312,281 +430,30 @@ impl StateStore {
     }
 }
 
-/// The changes of one batch, readable before they are committed.
-pub struct StateTxn {
-    db: Arc<DB>,
-    /// The changes of each column family but the change log, in [`Cf`] order.
-    overlay: [Overlay; 5],
-    /// Committed `Cf::State` values read ahead by [`StateTxn::prefetch_state`].
-    prefetched: HashMap<Vec<u8>, Option<Vec<u8>>>,
-    /// Changes of `Cf::State` the transaction does not read back, in order.
-    blind: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    /// State entries written or deleted without a change-log record (e.g. packed
-    /// entries, see [`packed`](super::packed)): the stage records the changes itself,
-    /// in `records`.
-    unlogged: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    /// Change-log records the transaction's stage made itself.
-    records: ChangeRecords,
-    /// State entries whose values are change-log records (packed entries all of whose
-    /// windows changed): each is logged as it is, one change-log chunk, not copied.
-    self_logged: Vec<(Vec<u8>, Vec<u8>)>,
-    /// Ranges whose committed entries the commit drops before writing the changes.
-    dropped_ranges: Vec<(Cf, Vec<u8>, Vec<u8>)>,
-    /// The committed state entries in memory (complete), when the store holds them.
-    resident: Option<Arc<ResidentState>>,
-    /// What `overlay`, `blind`, `unlogged` and `self_logged` hold: each change's key and
-    /// value bytes plus [`CHANGE_OVERHEAD_BYTES`] (a self-logged value twice: it is
-    /// written twice).
-    buffered_bytes: u64,
+/// Where a commit's state changes go: the write batch (unless the commit leaves them
+/// unwritten) and the in-memory copy when there is one.
+struct StateWriter<'a> {
+    batch: &'a mut WriteBatch,
+    cf: &'a rocksdb::ColumnFamily,
+    feed: &'a mut ResidentFeed,
+    write: bool,
 }
 
-/// Writes a change of the state entry `key` into `batch`, and feeds it to the
-/// in-memory copy when there is one.
-fn write_state(
-    batch: &mut WriteBatch,
-    cf: &rocksdb::ColumnFamily,
-    feed: &mut ResidentFeed,
-    key: Vec<u8>,
-    change: Option<Vec<u8>>,
-) {
-    match &change {
-        Some(value) => batch.put_cf(cf, &key, value),
-        None => batch.delete_cf(cf, &key),
-    }
-    if feed.is_fed() {
-        feed.push(match change {
-            Some(value) => ResidentChange::Put(key, value),
-            None => ResidentChange::Delete(key),
-        });
-    }
-}
-
-/// What one buffered change counts.
-fn change_bytes(key: usize, value: Option<&Vec<u8>>) -> u64 {
-    (key + value.map_or(0, Vec::len)) as u64 + CHANGE_OVERHEAD_BYTES
-}
-
-impl StateTxn {
-    /// The value at `key`, seeing this transaction's own writes first.
-    pub fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        if let Some(change) = self.overlay[cf as usize].get(key) {
-            return Ok(change.clone());
-        }
-        if cf == Cf::State
-            && let Some(resident) = &self.resident
-        {
-            return Ok(resident.get(key).cloned());
-        }
-        if cf == Cf::State
-            && let Some(committed) = self.prefetched.get(key)
-        {
-            return Ok(committed.clone());
-        }
-        let handle = self.db.cf_handle(cf.name()).context("state column family missing")?;
-        Ok(self.db.get_cf(handle, key)?)
-    }
-
-    /// Whether [`prefetch_state`](Self::prefetch_state) reads anything ahead: not when
-    /// the transaction reads the store's in-memory copy (callers then skip making keys).
-    pub fn prefetches(&self) -> bool {
-        self.resident.is_none()
-    }
-
-    /// Reads the committed values of `keys` (state keys, in key order) in one batched
-    /// lookup — far cheaper than one `get` each — so that later `get`s of them need no
-    /// store access. Replaces what an earlier prefetch held (bounding the memory).
-    /// Nothing to do when it reads the store's in-memory copy (see [`prefetches`](Self::prefetches)).
-    pub fn prefetch_state(&mut self, mut keys: Vec<Vec<u8>>) -> Result<()> {
-        if !self.prefetches() {
-            return Ok(());
-        }
-        // The batched lookup is told its keys are sorted: make sure (cheap when they are).
-        keys.sort_unstable();
-        let handle = self.db.cf_handle(Cf::State.name()).context("state column family missing")?;
-        let values = self.db.batched_multi_get_cf(handle, &keys, true);
-        self.prefetched.clear();
-        for (key, value) in keys.into_iter().zip(values) {
-            self.prefetched.insert(key, value?.map(|slice| slice.to_vec()));
-        }
-        Ok(())
-    }
-
-    /// What this transaction did to `key` of `cf`, if anything: `Some(None)` when it
-    /// deleted it (the store is not read).
-    pub fn own_change(&self, cf: Cf, key: &[u8]) -> Option<Option<&[u8]>> {
-        self.overlay[cf as usize].get(key).map(|change| change.as_deref())
-    }
-
-    /// Sets `key` to `value`.
-    pub fn put(&mut self, cf: Cf, key: Vec<u8>, value: Vec<u8>) {
-        self.buffer(cf, key, Some(value));
-    }
-
-    /// Removes `key`.
-    pub fn delete(&mut self, cf: Cf, key: Vec<u8>) {
-        self.buffer(cf, key, None);
-    }
-
-    /// Drops every committed entry of `cf` with `start <= key < end` at the commit (one
-    /// range deletion instead of one per key), before this and the other committed
-    /// transactions' changes are written: their puts in the range stay. Reads in this
-    /// transaction still see those entries: drop only a range all of whose entries the
-    /// batch has dealt with, e.g. the index of timers that all fired.
-    pub fn drop_committed_range(&mut self, cf: Cf, start: Vec<u8>, end: Vec<u8>) {
-        self.dropped_ranges.push((cf, start, end));
-    }
-
-    /// Removes `key`; returns whether this transaction had deleted it already (one
-    /// search, where [`own_change`](Self::own_change) and [`delete`](Self::delete) are two).
-    pub fn delete_once(&mut self, cf: Cf, key: Vec<u8>) -> bool {
-        let key_len = key.len();
-        self.buffered_bytes += change_bytes(key_len, None);
-        let replaced = self.overlay[cf as usize].insert(key, None);
-        if let Some(replaced) = &replaced {
-            self.buffered_bytes -= change_bytes(key_len, replaced.as_ref());
-        }
-        replaced.is_some_and(|change| change.is_none())
-    }
-
-    /// Undoes this transaction's change of `key`, if any, so that the commit writes
-    /// nothing for it: for an entry under a range the commit drops anyway
-    /// ([`drop_committed_range`](Self::drop_committed_range)) that was put in this
-    /// transaction or is committed.
-    pub fn forget(&mut self, cf: Cf, key: &[u8]) {
-        if let Some(change) = self.overlay[cf as usize].remove(key) {
-            self.buffered_bytes -= change_bytes(key.len(), change.as_ref());
-        }
-    }
-
-    fn buffer(&mut self, cf: Cf, key: Vec<u8>, change: Option<Vec<u8>>) {
-        let key_len = key.len();
-        self.buffered_bytes += change_bytes(key_len, change.as_ref());
-        if let Some(replaced) = self.overlay[cf as usize].insert(key, change) {
-            self.buffered_bytes -= change_bytes(key_len, replaced.as_ref());
-        }
-    }
-
-    /// Sets `key` of `cf` (only `Cf::State`) without the transaction reading it back:
-    /// cheaper than [`put`](Self::put), for a stage that keeps what it wrote itself.
-    /// At the commit, blind changes are merged with the others in key order, the last
-    /// blind change of a key winning; a key must not also be changed through `put` or
-    /// `delete` in the same transaction.
-    pub fn blind_put(&mut self, cf: Cf, key: Vec<u8>, value: Vec<u8>) {
-        debug_assert_eq!(cf, Cf::State, "blind writes are for state entries");
-        self.buffered_bytes += change_bytes(key.len(), Some(&value));
-        self.blind.push((key, Some(value)));
-    }
-
-    /// Writes the entry `key` of `Cf::State` without a change-log record: the stage
-    /// records its changes itself with [`log_change`](Self::log_change) (e.g. of the
-    /// entries a packed entry holds, see [`packed`](super::packed)). Not read back by
-    /// the transaction.
-    pub fn put_unlogged(&mut self, key: Vec<u8>, value: Vec<u8>) {
-        self.buffered_bytes += change_bytes(key.len(), Some(&value));
-        self.unlogged.push((key, Some(value)));
-    }
-
-    /// Deletes the entry `key` as [`put_unlogged`](Self::put_unlogged) writes.
-    pub fn delete_unlogged(&mut self, key: Vec<u8>) {
-        self.buffered_bytes += change_bytes(key.len(), None);
-        self.unlogged.push((key, None));
-    }
-
-    /// Sets the entry `key` to `value` as [`put_unlogged`](Self::put_unlogged) does, where
-    /// `value` is itself change-log records (see [`packed`](super::packed)) that say
-    /// every change it stands for: the change log takes them as they are.
-    pub fn put_self_logged(&mut self, key: Vec<u8>, value: Vec<u8>) {
-        self.buffered_bytes += change_bytes(key.len(), Some(&value)) + value.len() as u64;
-        self.self_logged.push((key, value));
-    }
-
-    /// Records in the change log that the entry `key` became `value` (`None`: was
-    /// deleted), for changes written with [`put_unlogged`](Self::put_unlogged).
-    pub fn log_change(&mut self, key: &[u8], value: Option<&[u8]>) {
-        self.records.push(key, value);
-    }
-
-    /// The bytes this transaction's changes hold: each change's key and value plus
-    /// [`CHANGE_OVERHEAD_BYTES`], and the change-log records it made itself.
-    pub fn buffered_bytes(&self) -> u64 {
-        self.buffered_bytes + self.records.bytes() as u64
-    }
-
-    /// How many keys of `cf` this transaction changes (writes and deletes).
-    pub fn changes(&self, cf: Cf) -> u64 {
-        let blind = if cf == Cf::State { self.blind.len() } else { 0 };
-        (self.overlay[cf as usize].changed_keys() + blind) as u64
-    }
-
-    /// Every live entry whose key starts with `prefix`, in key order.
-    pub fn scan_prefix(&self, cf: Cf, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.scan_range(cf, prefix, layout::prefix_end(prefix).as_deref())
-    }
-
-    /// Every live entry with `start <= key < end` (no end: to the last key), in key order.
-    pub fn scan_range(&self, cf: Cf, start: &[u8], end: Option<&[u8]>) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let mut entries = Vec::new();
-        self.visit_range(cf, start, end, |key, value| {
-            entries.push((key.to_vec(), value.to_vec()));
-            Ok(true)
-        })?;
-        Ok(entries)
-    }
-
-    /// Shows `visit` every live entry with `start <= key < end` (no end: to the last
-    /// key), in key order, while it returns true (nothing copied for the entries it
-    /// passes over).
-    pub fn visit_range(
-        &self,
-        cf: Cf,
-        start: &[u8],
-        end: Option<&[u8]>,
-        mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool>,
-    ) -> Result<()> {
-        let handle = self.db.cf_handle(cf.name()).context("state column family missing")?;
-        let mut options = ReadOptions::default();
-        if let Some(end) = end {
-            options.set_iterate_upper_bound(end.to_vec());
-        }
-        let upper = end.map_or(Bound::Unbounded, Bound::Excluded);
-        let mut own = self.overlay[cf as usize].range(Bound::Included(start), upper).peekable();
-        // Both in key order: merged as they come, the transaction's change of a key
-        // replacing the committed entry.
-        for item in self.db.iterator_cf_opt(handle, options, IteratorMode::From(start, Direction::Forward)) {
-            let (key, value) = item?;
-            while let Some((own_key, change)) = own.next_if(|(own_key, _)| *own_key < &*key) {
-                if let Some(value) = change
-                    && !visit(own_key, value)?
-                {
-                    return Ok(());
-                }
-            }
-            let go_on = match own.next_if(|(own_key, _)| *own_key == &*key) {
-                Some((own_key, Some(change))) => visit(own_key, change)?,
-                Some((_, None)) => true,
-                None => visit(&key, &value)?,
-            };
-            if !go_on {
-                return Ok(());
+impl StateWriter<'_> {
+    /// A change of the state entry `key` (`None`: deleted).
+    fn write(&mut self, key: Vec<u8>, change: Option<Vec<u8>>) {
+        if self.write {
+            match &change {
+                Some(value) => self.batch.put_cf(self.cf, &key, value),
+                None => self.batch.delete_cf(self.cf, &key),
             }
         }
-        for (key, change) in own {
-            if let Some(value) = change
-                && !visit(key, value)?
-            {
-                return Ok(());
-            }
+        if self.feed.is_fed() {
+            self.feed.push(match change {
+                Some(value) => ResidentChange::Put(key, value),
+                None => ResidentChange::Delete(key),
+            });
         }
-        Ok(())
-    }
-
-    /// How many keys of `cf` this transaction writes and how many it deletes.
-    pub fn change_counts(&self, cf: Cf) -> (u64, u64) {
-        let blind = if cf == Cf::State { self.blind.as_slice() } else { &[] };
-        let changes = self.overlay[cf as usize].values().chain(blind.iter().map(|(_, change)| change));
-        let (written, deleted) =
-            changes.fold((0, 0), |(w, d), change| if change.is_some() { (w + 1, d) } else { (w, d + 1) });
-        (written, deleted)
     }
 }
 

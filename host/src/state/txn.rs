@@ -1,0 +1,290 @@
+//! A batch's transaction: its changes of every column family, buffered in memory and
+//! visible to its own later reads, over the committed state (the store's in-memory
+//! copy, what it read ahead, or RocksDB).
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use rocksdb::{DB, Direction, IteratorMode, ReadOptions};
+
+use super::changelog::ChangeRecords;
+use super::layout;
+use super::overlay::Overlay;
+use super::resident::ResidentState;
+use super::store::Cf;
+use super::unwritten;
+use crate::pipeline::CHANGE_OVERHEAD_BYTES;
+
+/// The changes of one batch, readable before they are committed.
+pub struct StateTxn {
+    pub(super) db: Arc<DB>,
+    /// The changes of each column family but the change log, in [`Cf`] order.
+    pub(super) overlay: [Overlay; 5],
+    /// Committed `Cf::State` values read ahead by [`StateTxn::prefetch_state`].
+    pub(super) prefetched: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Changes of `Cf::State` the transaction does not read back, in order.
+    pub(super) blind: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// State entries written or deleted without a change-log record (e.g. packed
+    /// entries, see [`packed`](super::packed)): the stage records the changes itself,
+    /// in `records`.
+    pub(super) unlogged: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// Change-log records the transaction's stage made itself.
+    pub(super) records: ChangeRecords,
+    /// State entries whose values are change-log records (packed entries all of whose
+    /// windows changed): each is logged as it is, one change-log chunk, not copied.
+    pub(super) self_logged: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Ranges whose committed entries the commit drops before writing the changes.
+    pub(super) dropped_ranges: Vec<(Cf, Vec<u8>, Vec<u8>)>,
+    /// The committed state entries in memory (complete), when the store holds them.
+    pub(super) resident: Option<Arc<ResidentState>>,
+    /// What `overlay`, `blind`, `unlogged` and `self_logged` hold: each change's key and
+    /// value bytes plus [`CHANGE_OVERHEAD_BYTES`] (a self-logged value twice: it is
+    /// written twice).
+    pub(super) buffered_bytes: u64,
+}
+
+/// What one buffered change counts.
+fn change_bytes(key: usize, value: Option<&Vec<u8>>) -> u64 {
+    (key + value.map_or(0, Vec::len)) as u64 + CHANGE_OVERHEAD_BYTES
+}
+
+impl StateTxn {
+    /// The value at `key`, seeing this transaction's own writes first.
+    pub fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(change) = self.overlay[cf as usize].get(key) {
+            return Ok(change.clone());
+        }
+        if cf == Cf::State
+            && let Some(resident) = &self.resident
+        {
+            return Ok(resident.get(key).cloned());
+        }
+        if cf == Cf::State
+            && let Some(committed) = self.prefetched.get(key)
+        {
+            return Ok(committed.clone());
+        }
+        let handle = self.db.cf_handle(cf.name()).context("state column family missing")?;
+        Ok(self.db.get_cf(handle, key)?)
+    }
+
+    /// Whether [`prefetch_state`](Self::prefetch_state) reads anything ahead: not when
+    /// the transaction reads the store's in-memory copy (callers then skip making keys).
+    pub fn prefetches(&self) -> bool {
+        self.resident.is_none()
+    }
+
+    /// Reads the committed values of `keys` (state keys, in key order) in one batched
+    /// lookup — far cheaper than one `get` each — so that later `get`s of them need no
+    /// store access. Replaces what an earlier prefetch held (bounding the memory).
+    /// Nothing to do when it reads the store's in-memory copy (see [`prefetches`](Self::prefetches)).
+    pub fn prefetch_state(&mut self, mut keys: Vec<Vec<u8>>) -> Result<()> {
+        if !self.prefetches() {
+            return Ok(());
+        }
+        // The batched lookup is told its keys are sorted: make sure (cheap when they are).
+        keys.sort_unstable();
+        let handle = self.db.cf_handle(Cf::State.name()).context("state column family missing")?;
+        let values = self.db.batched_multi_get_cf(handle, &keys, true);
+        self.prefetched.clear();
+        for (key, value) in keys.into_iter().zip(values) {
+            self.prefetched.insert(key, value?.map(|slice| slice.to_vec()));
+        }
+        Ok(())
+    }
+
+    /// Whether every state change of this transaction has a change-log record of its
+    /// own (no unlogged or self-logged entries, no dropped state range): its commit
+    /// can then leave them unwritten.
+    pub(super) fn logs_every_state_change(&self) -> bool {
+        self.unlogged.is_empty()
+            && self.self_logged.is_empty()
+            && !self.dropped_ranges.iter().any(|(cf, ..)| *cf == Cf::State)
+    }
+
+    /// What this transaction did to `key` of `cf`, if anything: `Some(None)` when it
+    /// deleted it (the store is not read).
+    pub fn own_change(&self, cf: Cf, key: &[u8]) -> Option<Option<&[u8]>> {
+        self.overlay[cf as usize].get(key).map(|change| change.as_deref())
+    }
+
+    /// Sets `key` to `value`.
+    pub fn put(&mut self, cf: Cf, key: Vec<u8>, value: Vec<u8>) {
+        self.buffer(cf, key, Some(value));
+    }
+
+    /// Removes `key`.
+    pub fn delete(&mut self, cf: Cf, key: Vec<u8>) {
+        self.buffer(cf, key, None);
+    }
+
+    /// Drops every committed entry of `cf` with `start <= key < end` at the commit (one
+    /// range deletion instead of one per key), before this and the other committed
+    /// transactions' changes are written: their puts in the range stay. Reads in this
+    /// transaction still see those entries: drop only a range all of whose entries the
+    /// batch has dealt with, e.g. the index of timers that all fired.
+    pub fn drop_committed_range(&mut self, cf: Cf, start: Vec<u8>, end: Vec<u8>) {
+        self.dropped_ranges.push((cf, start, end));
+    }
+
+    /// Removes `key`; returns whether this transaction had deleted it already (one
+    /// search, where [`own_change`](Self::own_change) and [`delete`](Self::delete) are two).
+    pub fn delete_once(&mut self, cf: Cf, key: Vec<u8>) -> bool {
+        let key_len = key.len();
+        self.buffered_bytes += change_bytes(key_len, None);
+        let replaced = self.overlay[cf as usize].insert(key, None);
+        if let Some(replaced) = &replaced {
+            self.buffered_bytes -= change_bytes(key_len, replaced.as_ref());
+        }
+        replaced.is_some_and(|change| change.is_none())
+    }
+
+    /// Undoes this transaction's change of `key`, if any, so that the commit writes
+    /// nothing for it: for an entry under a range the commit drops anyway
+    /// ([`drop_committed_range`](Self::drop_committed_range)) that was put in this
+    /// transaction or is committed.
+    pub fn forget(&mut self, cf: Cf, key: &[u8]) {
+        if let Some(change) = self.overlay[cf as usize].remove(key) {
+            self.buffered_bytes -= change_bytes(key.len(), change.as_ref());
+        }
+    }
+
+    fn buffer(&mut self, cf: Cf, key: Vec<u8>, change: Option<Vec<u8>>) {
+        let key_len = key.len();
+        self.buffered_bytes += change_bytes(key_len, change.as_ref());
+        if let Some(replaced) = self.overlay[cf as usize].insert(key, change) {
+            self.buffered_bytes -= change_bytes(key_len, replaced.as_ref());
+        }
+    }
+
+    /// Sets `key` of `cf` (only `Cf::State`) without the transaction reading it back:
+    /// cheaper than [`put`](Self::put), for a stage that keeps what it wrote itself.
+    /// At the commit, blind changes are merged with the others in key order, the last
+    /// blind change of a key winning; a key must not also be changed through `put` or
+    /// `delete` in the same transaction.
+    pub fn blind_put(&mut self, cf: Cf, key: Vec<u8>, value: Vec<u8>) {
+        debug_assert_eq!(cf, Cf::State, "blind writes are for state entries");
+        self.buffered_bytes += change_bytes(key.len(), Some(&value));
+        self.blind.push((key, Some(value)));
+    }
+
+    /// Writes the entry `key` of `Cf::State` without a change-log record: the stage
+    /// records its changes itself with [`log_change`](Self::log_change) (e.g. of the
+    /// entries a packed entry holds, see [`packed`](super::packed)). Not read back by
+    /// the transaction.
+    pub fn put_unlogged(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.buffered_bytes += change_bytes(key.len(), Some(&value));
+        self.unlogged.push((key, Some(value)));
+    }
+
+    /// Deletes the entry `key` as [`put_unlogged`](Self::put_unlogged) writes.
+    pub fn delete_unlogged(&mut self, key: Vec<u8>) {
+        self.buffered_bytes += change_bytes(key.len(), None);
+        self.unlogged.push((key, None));
+    }
+
+    /// Sets the entry `key` to `value` as [`put_unlogged`](Self::put_unlogged) does, where
+    /// `value` is itself change-log records (see [`packed`](super::packed)) that say
+    /// every change it stands for: the change log takes them as they are.
+    pub fn put_self_logged(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.buffered_bytes += change_bytes(key.len(), Some(&value)) + value.len() as u64;
+        self.self_logged.push((key, value));
+    }
+
+    /// Records in the change log that the entry `key` became `value` (`None`: was
+    /// deleted), for changes written with [`put_unlogged`](Self::put_unlogged).
+    pub fn log_change(&mut self, key: &[u8], value: Option<&[u8]>) {
+        self.records.push(key, value);
+    }
+
+    /// The bytes this transaction's changes hold: each change's key and value plus
+    /// [`CHANGE_OVERHEAD_BYTES`], and the change-log records it made itself.
+    pub fn buffered_bytes(&self) -> u64 {
+        self.buffered_bytes + self.records.bytes() as u64
+    }
+
+    /// How many keys of `cf` this transaction changes (writes and deletes).
+    pub fn changes(&self, cf: Cf) -> u64 {
+        let blind = if cf == Cf::State { self.blind.len() } else { 0 };
+        (self.overlay[cf as usize].changed_keys() + blind) as u64
+    }
+
+    /// Every live entry whose key starts with `prefix`, in key order.
+    pub fn scan_prefix(&self, cf: Cf, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.scan_range(cf, prefix, layout::prefix_end(prefix).as_deref())
+    }
+
+    /// Every live entry with `start <= key < end` (no end: to the last key), in key order.
+    pub fn scan_range(&self, cf: Cf, start: &[u8], end: Option<&[u8]>) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut entries = Vec::new();
+        self.visit_range(cf, start, end, |key, value| {
+            entries.push((key.to_vec(), value.to_vec()));
+            Ok(true)
+        })?;
+        Ok(entries)
+    }
+
+    /// Shows `visit` every live entry with `start <= key < end` (no end: to the last
+    /// key), in key order, while it returns true (nothing copied for the entries it
+    /// passes over).
+    pub fn visit_range(
+        &self,
+        cf: Cf,
+        start: &[u8],
+        end: Option<&[u8]>,
+        mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool>,
+    ) -> Result<()> {
+        let handle = self.db.cf_handle(cf.name()).context("state column family missing")?;
+        let mut options = ReadOptions::default();
+        if let Some(end) = end {
+            options.set_iterate_upper_bound(end.to_vec());
+        }
+        let upper = end.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut own = self.overlay[cf as usize].range(Bound::Included(start), upper).peekable();
+        // The committed entries: the family's, with the changes it lacks on top.
+        let unwritten = match (&self.resident, cf) {
+            (Some(copy), Cf::State) => copy.unwritten_in(start, end),
+            _ => Vec::new(),
+        };
+        let family = self.db.iterator_cf_opt(handle, options, IteratorMode::From(start, Direction::Forward));
+        // Both in key order: merged as they come, the transaction's change of a key
+        // replacing the committed entry.
+        for item in unwritten::merge_changes(family, unwritten) {
+            let (key, value) = item?;
+            while let Some((own_key, change)) = own.next_if(|(own_key, _)| *own_key < &*key) {
+                if let Some(value) = change
+                    && !visit(own_key, value)?
+                {
+                    return Ok(());
+                }
+            }
+            let go_on = match own.next_if(|(own_key, _)| *own_key == &*key) {
+                Some((own_key, Some(change))) => visit(own_key, change)?,
+                Some((_, None)) => true,
+                None => visit(&key, &value)?,
+            };
+            if !go_on {
+                return Ok(());
+            }
+        }
+        for (key, change) in own {
+            if let Some(value) = change
+                && !visit(key, value)?
+            {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// How many keys of `cf` this transaction writes and how many it deletes.
+    pub fn change_counts(&self, cf: Cf) -> (u64, u64) {
+        let blind = if cf == Cf::State { self.blind.as_slice() } else { &[] };
+        let changes = self.overlay[cf as usize].values().chain(blind.iter().map(|(_, change)| change));
+        let (written, deleted) =
+            changes.fold((0, 0), |(w, d), change| if change.is_some() { (w + 1, d) } else { (w, d + 1) });
+        (written, deleted)
+    }
+}

@@ -80,6 +80,12 @@ impl ResidentState {
             || self.unwritten_bytes > self.budget / 4
     }
 
+    /// Whether a batch's changes of `bytes` (as its transactions count them, timers
+    /// and deletions included: far more than the copy grows by) are within the budget.
+    pub fn could_take(&self, bytes: u64) -> bool {
+        usize::try_from(bytes).is_ok_and(|bytes| bytes <= self.budget)
+    }
+
     /// The first batch whose changes the `state` family lacks, if any.
     pub fn unwritten_from(&self) -> Option<u64> {
         self.unwritten_from

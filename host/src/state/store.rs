@@ -188,8 +188,8 @@ impl StateStore {
     /// Takes the in-memory copy (if any) for the commit of `txns` as batch `batch_id`
     /// and decides whether the commit leaves its state changes unwritten: it can when
     /// every change has a change-log record. Adds to `batch` what the family lacks when
-    /// it is to be written now (a commit that cannot defer, the copy's last commit,
-    /// or every [`WRITE_EVERY_BATCHES`](super::unwritten::WRITE_EVERY_BATCHES)), and
+    /// it is to be written now (a commit that cannot defer, a copy that a transaction
+    /// still reads and that is dropped, or when [`ResidentState::unwritten_due`]), and
     /// the mark of the first unwritten batch.
     fn take_copy_for_commit(
         &self,
@@ -208,7 +208,11 @@ impl StateStore {
                 Ok(None)
             }
             Taken::Owned(mut copy) => {
-                let defer = txns.iter().all(StateTxn::logs_every_state_change);
+                // A batch of changes larger than the copy's whole budget (which would
+                // drop the copy at this commit) writes them now rather than replay them
+                // from the change log.
+                let buffered: u64 = txns.iter().map(StateTxn::buffered_bytes).sum();
+                let defer = copy.could_take(buffered) && txns.iter().all(StateTxn::logs_every_state_change);
                 let lagging = copy.unwritten_from().is_some();
                 if lagging && (!defer || copy.unwritten_due(batch_id)) {
                     copy.write_unwritten(batch, state);

@@ -172,6 +172,8 @@ impl StateReader {
         }
     }
 
+    /// The reader of `db`, with the change log of the batches its `state` family lacks
+    /// read ahead.
     fn with_unwritten(db: DB, path: &Path, secondary: Option<tempfile::TempDir>) -> Result<Self> {
         let mut reader = Self { db, path: path.to_path_buf(), unwritten: BTreeMap::new(), _secondary: secondary };
         if let Some(raw) = reader.meta(unwritten::UNWRITTEN_FROM)? {

@@ -161,6 +161,8 @@ impl StateStore {
         let mut batch = WriteBatch::with_capacity_bytes(buffered as usize + buffered as usize / 4 + 4096);
         let copy = self.take_copy_for_commit(&mut batch, &txns, batch_id)?;
         let deferring = copy.as_ref().is_some_and(ResidentState::deferring);
+        // Only a copy that left changes unwritten can be lost with them.
+        let may_lag = copy.as_ref().is_some_and(|copy| copy.unwritten_from().is_some());
         let (written, changed) = std::thread::scope(|scope| {
             let (mut feed, applier) = ResidentFeed::start(scope, copy);
             let written = self.write_batch(&mut batch, txns, batch_id, &mut feed, !deferring).and_then(|()| {
@@ -181,7 +183,8 @@ impl StateStore {
                 written
             }
             // Without the copy, reads go to the family: it must have every change.
-            _ => written.and(self.catch_up()),
+            _ if may_lag => written.and(self.catch_up()),
+            _ => written,
         }
     }
 

@@ -12,6 +12,34 @@
 //! Values carry their expiry (processing time, microseconds) in front: `i64::MAX`
 //! means "never". A list is one value holding every element with its own expiry.
 
+/// The column families of the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cf {
+    /// Value, list and map variables.
+    State = 0,
+    /// Timers, keyed by grouping key then expiry.
+    Timers = 1,
+    /// Timers, keyed by expiry then grouping key (for firing in time order).
+    TimerIndex = 2,
+    /// Store metadata: the committed batch id, source progress, the watermark.
+    Meta = 3,
+    /// TTL'd state entries, keyed by expiry (for eviction in time order).
+    TtlIndex = 4,
+}
+
+/// The column families, in [`Cf`] order.
+pub const CF_NAMES: [&str; 6] = ["state", "timers", "timer_index", "meta", "ttl_index", CHANGELOG];
+
+/// The column family holding each batch's state changes (see [`changelog`](super::changelog)).
+pub const CHANGELOG: &str = "changelog";
+
+impl Cf {
+    /// The column family's name in the store.
+    pub fn name(self) -> &'static str {
+        CF_NAMES[self as usize]
+    }
+}
+
 /// Expiry stamp of a value without TTL.
 pub const NEVER: i64 = i64::MAX;
 

@@ -20,37 +20,11 @@ use super::resident::{Resident, ResidentChange, ResidentFeed, ResidentState, Tak
 use super::tuning;
 use super::unwritten::{self, UNWRITTEN_FROM};
 
+pub use super::layout::{CF_NAMES, CHANGELOG, Cf};
 pub use super::txn::StateTxn;
 
-/// The column families of the store.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cf {
-    /// Value, list and map variables.
-    State = 0,
-    /// Timers, keyed by grouping key then expiry.
-    Timers = 1,
-    /// Timers, keyed by expiry then grouping key (for firing in time order).
-    TimerIndex = 2,
-    /// Store metadata: the committed batch id, source progress, the watermark.
-    Meta = 3,
-    /// TTL'd state entries, keyed by expiry (for eviction in time order).
-    TtlIndex = 4,
-}
-
-/// The column families, in [`Cf`] order.
-pub const CF_NAMES: [&str; 6] = ["state", "timers", "timer_index", "meta", "ttl_index", CHANGELOG];
-
-/// The column family holding each batch's state changes (see [`changelog`](super::changelog)).
-pub const CHANGELOG: &str = "changelog";
 /// The meta key of the last committed batch id.
 pub const COMMITTED_BATCH: &[u8] = b"committed-batch";
-
-impl Cf {
-    /// The column family's name in the store.
-    pub fn name(self) -> &'static str {
-        CF_NAMES[self as usize]
-    }
-}
 
 /// A RocksDB database holding every operator's state of one query.
 #[derive(Clone)]
@@ -182,8 +156,9 @@ impl StateStore {
                 self.resident.put_back(copy);
                 written
             }
-            // Without the copy, reads go to the family: it must have every change.
-            _ if may_lag => written.and(self.catch_up()),
+            // Without the copy, reads go to the family: it must have every change (also
+            // when the commit failed after taking a copy that lagged and was shared).
+            _ if may_lag || written.is_err() => written.and(self.catch_up()),
             _ => written,
         }
     }

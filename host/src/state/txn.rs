@@ -11,9 +11,9 @@ use rocksdb::{DB, Direction, IteratorMode, ReadOptions};
 
 use super::changelog::ChangeRecords;
 use super::layout;
+use super::layout::Cf;
 use super::overlay::Overlay;
 use super::resident::ResidentState;
-use super::store::Cf;
 use super::unwritten;
 use crate::pipeline::CHANGE_OVERHEAD_BYTES;
 

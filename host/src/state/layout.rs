@@ -1,4 +1,5 @@
-//! How state lives in RocksDB: the byte layout of keys and values.
+//! How state lives in RocksDB: its column families and the byte layout of their keys
+//! and values.
 //!
 //! Every state key starts with the operator id and the key group, so that a key
 //! group's state is one contiguous range (the unit of shards and of distribution):

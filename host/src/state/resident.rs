@@ -10,11 +10,14 @@
 //! a commit fails. Transactions read the copy of the batch before theirs; a commit
 //! changes it only when no transaction reads it any more.
 //!
-//! The copy also remembers which of its entries the `state` column family does not
-//! have yet: the changes of commits that wrote only their change-log records (see
-//! [`unwritten`](super::unwritten)).
+//! The copy also marks the keys whose entry the `state` column family does not have
+//! yet: the changes of commits that wrote only their change-log records (see
+//! [`unwritten`](super::unwritten)); a key deleted so stays, value-less, until the
+//! family has the deletion. Marks and entries share one table, so that the commit's
+//! thread makes each change with one lookup.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::{Scope, ScopedJoinHandle};
@@ -32,18 +35,30 @@ const ENTRY_OVERHEAD_BYTES: usize = 96;
 /// What one unwritten key is counted as beyond its bytes.
 const UNWRITTEN_OVERHEAD_BYTES: usize = 48;
 
-/// A complete copy of the committed `Cf::State` entries.
+/// One key of the copy: its committed value, and whether the `state` family differs.
+struct Slot {
+    /// The committed value; `None` (a deletion the family has not had yet) only while
+    /// `unwritten` is `Some(true)`.
+    value: Option<Vec<u8>>,
+    /// `Some` when the family's entry of the key differs from this one, telling whether
+    /// the family holds the key (a key put and then deleted since it was last written
+    /// needs nothing written, and is forgotten).
+    unwritten: Option<bool>,
+}
+
+/// A complete copy of the committed `Cf::State` entries, one table of every key whose
+/// entry is here or is to be deleted from the family: a commit's change costs one
+/// lookup.
 #[derive(Default)]
 pub struct ResidentState {
-    entries: HashMap<Vec<u8>, Vec<u8>, Xxh3DefaultBuilder>,
+    entries: HashMap<Vec<u8>, Slot, Xxh3DefaultBuilder>,
+    /// How many entries have a value.
+    live: usize,
     bytes: usize,
     /// The most `bytes` may be.
     budget: usize,
-    /// The keys whose entry here differs from the `state` family's, each with whether
-    /// the family holds the key (a key put and then deleted since it was last written
-    /// needs nothing written).
-    unwritten: HashMap<Vec<u8>, bool, Xxh3DefaultBuilder>,
-    unwritten_bytes: usize,
+    /// How many entries are unwritten, and what they count as.
+    unwritten: UnwrittenCount,
     /// The first batch whose changes the family lacks (the store's `UNWRITTEN_FROM`).
     unwritten_from: Option<u64>,
     /// The unwritten keys in key order, made by the first range read that needs them.
@@ -55,12 +70,12 @@ pub struct ResidentState {
 impl ResidentState {
     /// The committed value at `key` (`None`: there is none; the copy is complete).
     pub fn get(&self, key: &[u8]) -> Option<&Vec<u8>> {
-        self.entries.get(key)
+        self.entries.get(key).and_then(|slot| slot.value.as_ref())
     }
 
     /// How many entries the committed state holds.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.live
     }
 
     /// What the entries take, in bytes (with their overhead).
@@ -77,7 +92,7 @@ impl ResidentState {
     /// every [`WRITE_EVERY_BATCHES`] batches, or once they take a quarter of the budget.
     pub fn unwritten_due(&self, batch_id: u64) -> bool {
         self.unwritten_from.is_some_and(|from| batch_id >= from.saturating_add(WRITE_EVERY_BATCHES))
-            || self.unwritten_bytes > self.budget / 4
+            || self.unwritten.bytes > self.budget / 4
     }
 
     /// Whether a batch's changes of `bytes` (as its transactions count them, timers
@@ -95,11 +110,12 @@ impl ResidentState {
     /// committed value (`None`: deleted): what a range read of the family must see
     /// in place of the family's own entries of those keys.
     pub fn unwritten_in(&self, start: &[u8], end: Option<&[u8]>) -> Vec<(&[u8], Option<&[u8]>)> {
-        if self.unwritten.is_empty() {
+        if self.unwritten.keys == 0 {
             return Vec::new();
         }
         let sorted = self.unwritten_sorted.get_or_init(|| {
-            let mut keys: Vec<Vec<u8>> = self.unwritten.keys().cloned().collect();
+            let mut keys: Vec<Vec<u8>> =
+                self.entries.iter().filter(|(_, slot)| slot.unwritten.is_some()).map(|(key, _)| key.clone()).collect();
             keys.sort_unstable();
             keys
         });
@@ -107,20 +123,20 @@ impl ResidentState {
         sorted[from..]
             .iter()
             .take_while(|key| end.is_none_or(|end| key.as_slice() < end))
-            .map(|key| (key.as_slice(), self.entries.get(key).map(Vec::as_slice)))
+            .map(|key| (key.as_slice(), self.get(key).map(Vec::as_slice)))
             .collect()
     }
 
     /// Adds to `batch` what brings the `state` family (`cf`) up to this copy: each
     /// unwritten key's entry, in key order.
     pub fn write_unwritten(&self, batch: &mut WriteBatch, cf: &ColumnFamily) {
-        let mut keys: Vec<(&Vec<u8>, bool)> = self.unwritten.iter().map(|(key, held)| (key, *held)).collect();
-        keys.sort_unstable();
-        for (key, held) in keys {
-            match self.entries.get(key) {
+        let mut keys: Vec<(&Vec<u8>, &Slot)> =
+            self.entries.iter().filter(|(_, slot)| slot.unwritten.is_some()).collect();
+        keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (key, slot) in keys {
+            match &slot.value {
                 Some(value) => batch.put_cf(cf, key, value),
-                None if held => batch.delete_cf(cf, key),
-                None => {}
+                None => batch.delete_cf(cf, key),
             }
         }
     }
@@ -128,8 +144,14 @@ impl ResidentState {
     /// Records that the family now has every entry (after [`write_unwritten`](Self::write_unwritten)'s
     /// batch was written) and that, from `batch` on (if given), it lacks the changes again.
     pub fn mark_written(&mut self, unwritten_from: Option<u64>) {
-        self.unwritten.clear();
-        self.unwritten_bytes = 0;
+        if self.unwritten.keys > 0 {
+            self.entries.retain(|_, slot| {
+                slot.unwritten = None;
+                slot.value.is_some()
+            });
+        }
+        self.unwritten.keys = 0;
+        self.unwritten.bytes = 0;
         self.unwritten_sorted = OnceLock::new();
         self.unwritten_from = unwritten_from;
     }
@@ -137,23 +159,6 @@ impl ResidentState {
     /// Makes the changes applied from now on unwritten ones (`deferring`) or not.
     pub fn set_deferring(&mut self, deferring: bool) {
         self.deferring = deferring;
-    }
-
-    /// Notes that `key`, deleted, is not written; `was_there`: whether it had an entry.
-    fn note_delete(&mut self, key: Vec<u8>, was_there: bool) {
-        match self.unwritten.get(&key) {
-            Some(true) => {}
-            Some(false) => {
-                // Put since it was last written, never in the family: nothing to write.
-                self.unwritten_bytes -= key.len() + UNWRITTEN_OVERHEAD_BYTES;
-                self.unwritten.remove(&key);
-            }
-            None if was_there => {
-                self.unwritten_bytes += key.len() + UNWRITTEN_OVERHEAD_BYTES;
-                self.unwritten.insert(key, true);
-            }
-            None => {}
-        }
     }
 
     /// Reads every entry of `db`'s column family `state`, or `None` when they take
@@ -177,64 +182,105 @@ impl ResidentState {
         }
         for change in changes {
             match change {
-                ResidentChange::Put(key, value) if self.deferring && !self.unwritten.contains_key(&key) => {
-                    let unwritten = key.clone();
-                    let was_there = self.put(key, value);
-                    self.unwritten_bytes += unwritten.len() + UNWRITTEN_OVERHEAD_BYTES;
-                    self.unwritten.insert(unwritten, was_there);
-                }
-                ResidentChange::Put(key, value) => {
-                    self.put(key, value);
-                }
-                ResidentChange::Delete(key) => {
-                    let was_there = self.delete(&key);
-                    if self.deferring {
-                        self.note_delete(key, was_there);
-                    }
-                }
+                ResidentChange::Put(key, value) => self.put(key, value),
+                ResidentChange::Delete(key) => self.delete(key),
                 // Only commits that write their changes drop ranges.
                 ResidentChange::DropRange(start, end) => self.delete_range(&start, &end),
             }
         }
     }
 
-    /// Sets `key` to `value`; returns whether it had an entry.
-    fn put(&mut self, key: Vec<u8>, value: Vec<u8>) -> bool {
+    /// Sets `key` to `value`.
+    fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
         let (key_len, value_len) = (key.len(), value.len());
-        match self.entries.insert(key, value) {
-            Some(old) => {
-                self.bytes = self.bytes - old.len() + value_len;
-                true
+        match self.entries.entry(key) {
+            Entry::Occupied(mut held) => {
+                let slot = held.get_mut();
+                match slot.value.replace(value) {
+                    Some(old) => self.bytes = self.bytes - old.len() + value_len,
+                    None => {
+                        self.bytes += key_len + value_len + ENTRY_OVERHEAD_BYTES;
+                        self.live += 1;
+                    }
+                }
+                // A key here and written holds the same entry in the family.
+                let family_holds = slot.unwritten.unwrap_or(true);
+                let unwritten = self.deferring.then_some(family_holds);
+                self.unwritten.mark(&mut slot.unwritten, unwritten, key_len);
             }
-            None => {
+            Entry::Vacant(vacant) => {
                 self.bytes += key_len + value_len + ENTRY_OVERHEAD_BYTES;
-                false
+                self.live += 1;
+                let mut slot = Slot { value: Some(value), unwritten: None };
+                self.unwritten.mark(&mut slot.unwritten, self.deferring.then_some(false), key_len);
+                vacant.insert(slot);
             }
         }
     }
 
-    /// Removes `key`; returns whether it had an entry.
-    fn delete(&mut self, key: &[u8]) -> bool {
-        match self.entries.remove_entry(key) {
-            Some((key, value)) => {
-                self.bytes -= key.len() + value.len() + ENTRY_OVERHEAD_BYTES;
-                true
-            }
-            None => false,
+    /// Deletes `key`.
+    fn delete(&mut self, key: Vec<u8>) {
+        let Entry::Occupied(mut held) = self.entries.entry(key) else { return };
+        let key_len = held.key().len();
+        let slot = held.get_mut();
+        let Some(old) = slot.value.take() else { return };
+        self.bytes -= key_len + old.len() + ENTRY_OVERHEAD_BYTES;
+        self.live -= 1;
+        let family_holds = slot.unwritten.unwrap_or(true);
+        if self.deferring && family_holds {
+            // Kept, value-less, until the family has the deletion.
+            self.unwritten.mark(&mut slot.unwritten, Some(true), key_len);
+        } else {
+            self.unwritten.mark(&mut slot.unwritten, None, key_len);
+            held.remove();
         }
     }
 
     /// Removes every key with `start <= key < end`.
     fn delete_range(&mut self, start: &[u8], end: &[u8]) {
-        let mut removed = 0;
-        self.entries.retain(|key, value| {
+        let (mut removed, mut unwritten_removed, mut unwritten_bytes) = (0, 0, 0);
+        self.entries.retain(|key, slot| {
             let keep = key.as_slice() < start || key.as_slice() >= end;
             if !keep {
-                removed += key.len() + value.len() + ENTRY_OVERHEAD_BYTES;
+                if let Some(value) = &slot.value {
+                    removed += 1;
+                    self.bytes -= key.len() + value.len() + ENTRY_OVERHEAD_BYTES;
+                }
+                if slot.unwritten.is_some() {
+                    unwritten_removed += 1;
+                    unwritten_bytes += key.len() + UNWRITTEN_OVERHEAD_BYTES;
+                }
             }
             keep
         });
-        self.bytes -= removed;
+        self.live -= removed;
+        self.unwritten.keys -= unwritten_removed;
+        self.unwritten.bytes -= unwritten_bytes;
+    }
+}
+
+/// How many keys of the copy are unwritten, and what they count as.
+#[derive(Default)]
+struct UnwrittenCount {
+    keys: usize,
+    bytes: usize,
+}
+
+impl UnwrittenCount {
+    /// Sets a key's unwritten mark (`current`) to `new`, keeping the counts.
+    fn mark(&mut self, current: &mut Option<bool>, new: Option<bool>, key_len: usize) {
+        match (current.is_some(), new.is_some()) {
+            (false, true) => {
+                self.keys += 1;
+                self.bytes += key_len + UNWRITTEN_OVERHEAD_BYTES;
+            }
+            (true, false) => {
+                self.keys -= 1;
+                self.bytes -= key_len + UNWRITTEN_OVERHEAD_BYTES;
+            }
+            _ => {}
+        }
+        *current = new;
     }
 }
 
@@ -273,7 +319,7 @@ impl ResidentFeed {
             for changes in receiver {
                 let Some(held) = copy.as_mut() else { continue };
                 held.apply(changes);
-                if held.bytes + held.unwritten_bytes > held.budget {
+                if held.bytes + held.unwritten.bytes > held.budget {
                     crate::log::info(&format!(
                         "the state outgrew its in-memory copy's budget (state-in-memory, {} bytes): state reads \
                          go to RocksDB",
@@ -369,7 +415,7 @@ impl Resident {
 
     /// The memory the copy takes (0 without one).
     pub fn bytes(&self) -> usize {
-        self.lock().as_ref().map_or(0, |copy| copy.bytes + copy.unwritten_bytes)
+        self.lock().as_ref().map_or(0, |copy| copy.bytes + copy.unwritten.bytes)
     }
 
     /// `f` of the copy, if there is one.

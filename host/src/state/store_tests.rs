@@ -249,6 +249,9 @@ fn reads_match_a_model(budget: usize) -> Result<(bool, usize)> {
         }
         store.commit(txn, batch)?;
         deferred += usize::from(store.read_meta(UNWRITTEN_FROM)?.is_some());
+        if let Some(held) = store.resident.inspect(ResidentState::len) {
+            assert_eq!(held, model.len(), "batch {batch}: entries the in-memory copy counts");
+        }
         let reader = store.begin();
         for n in 0..100 {
             let expected = model.get(&key(n)).cloned();

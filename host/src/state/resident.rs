@@ -297,6 +297,12 @@ pub enum ResidentChange {
 /// How many changes go to the copy's thread at a time.
 const FEED_CHUNK: usize = 4096;
 
+/// How many chunks of changes may wait for the copy's thread: enough that the commit
+/// does not wait for it while building the write batch (the thread then catches up
+/// while RocksDB writes), few enough that changes in flight stay a small share of the
+/// batch's memory.
+const FEED_CHUNKS_IN_FLIGHT: usize = 32;
+
 /// Hands a commit's state changes, in order, to a thread that makes them in the
 /// copy while the commit goes on (so the changes need not be held until the end).
 pub struct ResidentFeed {
@@ -313,7 +319,7 @@ impl ResidentFeed {
         copy: Option<ResidentState>,
     ) -> (Self, Option<ScopedJoinHandle<'scope, Option<ResidentState>>>) {
         let Some(copy) = copy else { return (ResidentFeed { sender: None, pending: Vec::new() }, None) };
-        let (sender, receiver) = sync_channel::<Vec<ResidentChange>>(8);
+        let (sender, receiver) = sync_channel::<Vec<ResidentChange>>(FEED_CHUNKS_IN_FLIGHT);
         let applier = scope.spawn(move || {
             let mut copy = Some(copy);
             for changes in receiver {

@@ -114,8 +114,7 @@ impl ResidentState {
             return Vec::new();
         }
         let sorted = self.unwritten_sorted.get_or_init(|| {
-            let mut keys: Vec<Vec<u8>> =
-                self.entries.iter().filter(|(_, slot)| slot.unwritten.is_some()).map(|(key, _)| key.clone()).collect();
+            let mut keys: Vec<Vec<u8>> = self.marked().map(|(key, _)| key.clone()).collect();
             keys.sort_unstable();
             keys
         });
@@ -130,8 +129,7 @@ impl ResidentState {
     /// Adds to `batch` what brings the `state` family (`cf`) up to this copy: each
     /// unwritten key's entry, in key order.
     pub fn write_unwritten(&self, batch: &mut WriteBatch, cf: &ColumnFamily) {
-        let mut keys: Vec<(&Vec<u8>, &Slot)> =
-            self.entries.iter().filter(|(_, slot)| slot.unwritten.is_some()).collect();
+        let mut keys: Vec<(&Vec<u8>, &Slot)> = self.marked().collect();
         keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
         for (key, slot) in keys {
             match &slot.value {
@@ -238,24 +236,22 @@ impl ResidentState {
 
     /// Removes every key with `start <= key < end`.
     fn delete_range(&mut self, start: &[u8], end: &[u8]) {
-        let (mut removed, mut unwritten_removed, mut unwritten_bytes) = (0, 0, 0);
         self.entries.retain(|key, slot| {
-            let keep = key.as_slice() < start || key.as_slice() >= end;
-            if !keep {
-                if let Some(value) = &slot.value {
-                    removed += 1;
-                    self.bytes -= key.len() + value.len() + ENTRY_OVERHEAD_BYTES;
-                }
-                if slot.unwritten.is_some() {
-                    unwritten_removed += 1;
-                    unwritten_bytes += key.len() + UNWRITTEN_OVERHEAD_BYTES;
-                }
+            if key.as_slice() < start || key.as_slice() >= end {
+                return true;
             }
-            keep
+            if let Some(value) = slot.value.take() {
+                self.bytes -= key.len() + value.len() + ENTRY_OVERHEAD_BYTES;
+                self.live -= 1;
+            }
+            self.unwritten.mark(&mut slot.unwritten, None, key.len());
+            false
         });
-        self.live -= removed;
-        self.unwritten.keys -= unwritten_removed;
-        self.unwritten.bytes -= unwritten_bytes;
+    }
+
+    /// The unwritten keys with their slots, in no particular order.
+    fn marked(&self) -> impl Iterator<Item = (&Vec<u8>, &Slot)> {
+        self.entries.iter().filter(|(_, slot)| slot.unwritten.is_some())
     }
 }
 

@@ -16,34 +16,79 @@
 //! family has the deletion. Marks and entries share one table, so that the commit's
 //! thread makes each change with one lookup.
 
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::{Scope, ScopedJoinHandle};
 
 use anyhow::Result;
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
 use rocksdb::{ColumnFamily, DB, IteratorMode, WriteBatch};
-use xxhash_rust::xxh3::Xxh3DefaultBuilder;
+use xxhash_rust::xxh3::xxh3_64;
 
 use super::unwritten::WRITE_EVERY_BATCHES;
 
-/// What one entry is counted as beyond its key and value: the two vectors' headers,
-/// the hash table's slot and the allocator's rounding.
-const ENTRY_OVERHEAD_BYTES: usize = 96;
+/// What one entry is counted as beyond its key and value: its slot in the table (with
+/// the table's spare room), its length prefix and the allocator's rounding.
+const ENTRY_OVERHEAD_BYTES: usize = 64;
 
 /// What one unwritten key is counted as beyond its bytes.
 const UNWRITTEN_OVERHEAD_BYTES: usize = 48;
 
-/// One key of the copy: its committed value, and whether the `state` family differs.
-struct Slot {
-    /// The committed value; `None` (a deletion the family has not had yet) only while
-    /// `unwritten` is `Some(true)`.
-    value: Option<Vec<u8>>,
+/// One key of the copy: its key and committed value in one allocation (a read that
+/// finds the key has its value in the same few cache lines), and whether the `state`
+/// family differs.
+struct Held {
+    /// `key len u32 | key | value`.
+    bytes: Box<[u8]>,
+    /// Whether `bytes` holds a value; not (a deletion the family has not had yet) only
+    /// while `unwritten` is `Some(true)`.
+    has_value: bool,
     /// `Some` when the family's entry of the key differs from this one, telling whether
     /// the family holds the key (a key put and then deleted since it was last written
     /// needs nothing written, and is forgotten).
     unwritten: Option<bool>,
+}
+
+impl Held {
+    /// `key` held with `value` (`None`: none).
+    fn new(key: &[u8], value: Option<&[u8]>) -> Self {
+        let mut bytes = Vec::with_capacity(4 + key.len() + value.map_or(0, <[u8]>::len));
+        bytes.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(key);
+        bytes.extend_from_slice(value.unwrap_or_default());
+        Held { bytes: bytes.into_boxed_slice(), has_value: value.is_some(), unwritten: None }
+    }
+
+    fn key_len(&self) -> usize {
+        let mut len = [0; 4];
+        len.copy_from_slice(&self.bytes[..4]);
+        u32::from_le_bytes(len) as usize
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.bytes[4..4 + self.key_len()]
+    }
+
+    fn value(&self) -> Option<&[u8]> {
+        self.has_value.then(|| &self.bytes[4 + self.key_len()..])
+    }
+
+    /// Holds `value` (`None`: none) for the same key: in place when it is as long as the
+    /// value held.
+    fn set_value(&mut self, value: Option<&[u8]>) {
+        let start = 4 + self.key_len();
+        match value {
+            Some(value) if self.bytes.len() - start == value.len() => self.bytes[start..].copy_from_slice(value),
+            _ => self.bytes = Held::new(self.key(), value).bytes,
+        }
+        self.has_value = value.is_some();
+    }
+}
+
+/// The table's hash of a key.
+fn hash(key: &[u8]) -> u64 {
+    xxh3_64(key)
 }
 
 /// A complete copy of the committed `Cf::State` entries, one table of every key whose
@@ -51,7 +96,7 @@ struct Slot {
 /// lookup.
 #[derive(Default)]
 pub struct ResidentState {
-    entries: HashMap<Vec<u8>, Slot, Xxh3DefaultBuilder>,
+    entries: HashTable<Held>,
     /// How many entries have a value.
     live: usize,
     bytes: usize,
@@ -69,8 +114,8 @@ pub struct ResidentState {
 
 impl ResidentState {
     /// The committed value at `key` (`None`: there is none; the copy is complete).
-    pub fn get(&self, key: &[u8]) -> Option<&Vec<u8>> {
-        self.entries.get(key).and_then(|slot| slot.value.as_ref())
+    pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
+        self.entries.find(hash(key), |held| held.key() == key).and_then(Held::value)
     }
 
     /// How many entries the committed state holds.
@@ -114,7 +159,7 @@ impl ResidentState {
             return Vec::new();
         }
         let sorted = self.unwritten_sorted.get_or_init(|| {
-            let mut keys: Vec<Vec<u8>> = self.marked().map(|(key, _)| key.clone()).collect();
+            let mut keys: Vec<Vec<u8>> = self.marked().map(|held| held.key().to_vec()).collect();
             keys.sort_unstable();
             keys
         });
@@ -122,19 +167,19 @@ impl ResidentState {
         sorted[from..]
             .iter()
             .take_while(|key| end.is_none_or(|end| key.as_slice() < end))
-            .map(|key| (key.as_slice(), self.get(key).map(Vec::as_slice)))
+            .map(|key| (key.as_slice(), self.get(key)))
             .collect()
     }
 
     /// Adds to `batch` what brings the `state` family (`cf`) up to this copy: each
     /// unwritten key's entry, in key order.
     pub fn write_unwritten(&self, batch: &mut WriteBatch, cf: &ColumnFamily) {
-        let mut keys: Vec<(&Vec<u8>, &Slot)> = self.marked().collect();
-        keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        for (key, slot) in keys {
-            match &slot.value {
-                Some(value) => batch.put_cf(cf, key, value),
-                None => batch.delete_cf(cf, key),
+        let mut marked: Vec<&Held> = self.marked().collect();
+        marked.sort_unstable_by(|a, b| a.key().cmp(b.key()));
+        for held in marked {
+            match held.value() {
+                Some(value) => batch.put_cf(cf, held.key(), value),
+                None => batch.delete_cf(cf, held.key()),
             }
         }
     }
@@ -143,9 +188,9 @@ impl ResidentState {
     /// batch was written) and that, from `batch` on (if given), it lacks the changes again.
     pub fn mark_written(&mut self, unwritten_from: Option<u64>) {
         if self.unwritten.keys > 0 {
-            self.entries.retain(|_, slot| {
-                slot.unwritten = None;
-                slot.value.is_some()
+            self.entries.retain(|held| {
+                held.unwritten = None;
+                held.has_value
             });
         }
         self.unwritten.keys = 0;
@@ -165,7 +210,7 @@ impl ResidentState {
         let mut copy = ResidentState { budget, ..ResidentState::default() };
         for item in db.iterator_cf(state, IteratorMode::Start) {
             let (key, value) = item?;
-            copy.put(key.into_vec(), value.into_vec());
+            copy.put(&key, &value);
             if copy.bytes > budget {
                 return Ok(None);
             }
@@ -180,8 +225,8 @@ impl ResidentState {
         }
         for change in changes {
             match change {
-                ResidentChange::Put(key, value) => self.put(key, value),
-                ResidentChange::Delete(key) => self.delete(key),
+                ResidentChange::Put(key, value) => self.put(&key, &value),
+                ResidentChange::Delete(key) => self.delete(&key),
                 // Only commits that write their changes drop ranges.
                 ResidentChange::DropRange(start, end) => self.delete_range(&start, &end),
             }
@@ -189,69 +234,71 @@ impl ResidentState {
     }
 
     /// Sets `key` to `value`.
-    fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+    fn put(&mut self, key: &[u8], value: &[u8]) {
         let (key_len, value_len) = (key.len(), value.len());
-        match self.entries.entry(key) {
-            Entry::Occupied(mut held) => {
-                let slot = held.get_mut();
-                match slot.value.replace(value) {
+        match self.entries.entry(hash(key), |held| held.key() == key, |held| hash(held.key())) {
+            Entry::Occupied(mut found) => {
+                let held = found.get_mut();
+                match held.value() {
                     Some(old) => self.bytes = self.bytes - old.len() + value_len,
                     None => {
                         self.bytes += key_len + value_len + ENTRY_OVERHEAD_BYTES;
                         self.live += 1;
                     }
                 }
+                held.set_value(Some(value));
                 // A key here and written holds the same entry in the family.
-                let family_holds = slot.unwritten.unwrap_or(true);
+                let family_holds = held.unwritten.unwrap_or(true);
                 let unwritten = self.deferring.then_some(family_holds);
-                self.unwritten.mark(&mut slot.unwritten, unwritten, key_len);
+                self.unwritten.mark(&mut held.unwritten, unwritten, key_len);
             }
             Entry::Vacant(vacant) => {
                 self.bytes += key_len + value_len + ENTRY_OVERHEAD_BYTES;
                 self.live += 1;
-                let mut slot = Slot { value: Some(value), unwritten: None };
-                self.unwritten.mark(&mut slot.unwritten, self.deferring.then_some(false), key_len);
-                vacant.insert(slot);
+                let mut held = Held::new(key, Some(value));
+                self.unwritten.mark(&mut held.unwritten, self.deferring.then_some(false), key_len);
+                vacant.insert(held);
             }
         }
     }
 
     /// Deletes `key`.
-    fn delete(&mut self, key: Vec<u8>) {
-        let Entry::Occupied(mut held) = self.entries.entry(key) else { return };
-        let key_len = held.key().len();
-        let slot = held.get_mut();
-        let Some(old) = slot.value.take() else { return };
-        self.bytes -= key_len + old.len() + ENTRY_OVERHEAD_BYTES;
+    fn delete(&mut self, key: &[u8]) {
+        let Ok(mut found) = self.entries.find_entry(hash(key), |held| held.key() == key) else { return };
+        let held = found.get_mut();
+        let Some(old) = held.value() else { return };
+        self.bytes -= key.len() + old.len() + ENTRY_OVERHEAD_BYTES;
         self.live -= 1;
-        let family_holds = slot.unwritten.unwrap_or(true);
+        let family_holds = held.unwritten.unwrap_or(true);
         if self.deferring && family_holds {
             // Kept, value-less, until the family has the deletion.
-            self.unwritten.mark(&mut slot.unwritten, Some(true), key_len);
+            held.set_value(None);
+            self.unwritten.mark(&mut held.unwritten, Some(true), key.len());
         } else {
-            self.unwritten.mark(&mut slot.unwritten, None, key_len);
-            held.remove();
+            self.unwritten.mark(&mut held.unwritten, None, key.len());
+            found.remove();
         }
     }
 
     /// Removes every key with `start <= key < end`.
     fn delete_range(&mut self, start: &[u8], end: &[u8]) {
-        self.entries.retain(|key, slot| {
-            if key.as_slice() < start || key.as_slice() >= end {
+        self.entries.retain(|held| {
+            let key_len = held.key_len();
+            if held.key() < start || held.key() >= end {
                 return true;
             }
-            if let Some(value) = slot.value.take() {
-                self.bytes -= key.len() + value.len() + ENTRY_OVERHEAD_BYTES;
+            if let Some(value) = held.value() {
+                self.bytes -= key_len + value.len() + ENTRY_OVERHEAD_BYTES;
                 self.live -= 1;
             }
-            self.unwritten.mark(&mut slot.unwritten, None, key.len());
+            self.unwritten.mark(&mut held.unwritten, None, key_len);
             false
         });
     }
 
-    /// The unwritten keys with their slots, in no particular order.
-    fn marked(&self) -> impl Iterator<Item = (&Vec<u8>, &Slot)> {
-        self.entries.iter().filter(|(_, slot)| slot.unwritten.is_some())
+    /// The unwritten keys, in no particular order.
+    fn marked(&self) -> impl Iterator<Item = &Held> {
+        self.entries.iter().filter(|held| held.unwritten.is_some())
     }
 }
 

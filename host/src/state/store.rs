@@ -394,7 +394,7 @@ impl StateStore {
     /// The committed value at `key` (ignoring any open transaction).
     pub fn read(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
         if cf == Cf::State
-            && let Some(value) = self.resident.inspect(|copy| copy.get(key).cloned())
+            && let Some(value) = self.resident.inspect(|copy| copy.get(key).map(<[u8]>::to_vec))
         {
             return Ok(value);
         }

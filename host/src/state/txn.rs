@@ -59,7 +59,7 @@ impl StateTxn {
         if cf == Cf::State
             && let Some(resident) = &self.resident
         {
-            return Ok(resident.get(key).cloned());
+            return Ok(resident.get(key).map(<[u8]>::to_vec));
         }
         if cf == Cf::State
             && let Some(committed) = self.prefetched.get(key)

@@ -45,7 +45,7 @@ impl StateStore {
         let cache = tuning::shared_block_cache();
         let families = CF_NAMES
             .iter()
-            .map(|name| ColumnFamilyDescriptor::new(*name, tuning::family_options(&cache, *name == CHANGELOG)));
+            .map(|name| ColumnFamilyDescriptor::new(*name, tuning::family_options(&cache, name)));
         let db = DB::open_cf_descriptors(&tuning::db_options(), path, families).with_context(|| {
             format!(
                 "cannot open the state store in {} (is another eddy process using this checkpoint?)",

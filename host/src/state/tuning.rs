@@ -5,6 +5,8 @@
 
 use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options};
 
+use super::layout::{CHANGELOG, Cf};
+
 /// The write-ahead log size past which RocksDB flushes the column families that hold
 /// its oldest entries (what a restart after a crash replays is about this much).
 const MAX_TOTAL_WAL_BYTES: u64 = 64 << 20;
@@ -15,6 +17,12 @@ const BLOCK_CACHE_BYTES: usize = 64 << 20;
 
 /// The change log's memtable size.
 const CHANGELOG_MEMTABLE_BYTES: usize = 32 << 20;
+
+/// The memtable size of the timer families (`timers`, `timer_index`): a batch that
+/// fires as many timers as it registers (a window per key) writes ~10 MB to each, and
+/// RocksDB's default (64 MiB, two per family) held ~35 MiB more of them in memory at
+/// the WebAssembly window job's peak, for no speed.
+const TIMER_MEMTABLE_BYTES: usize = 16 << 20;
 
 /// The database's options: created when missing, LZ4, a bounded write-ahead log.
 pub(super) fn db_options() -> Options {
@@ -34,21 +42,24 @@ pub(super) fn shared_block_cache() -> Cache {
     Cache::new_lru_cache(BLOCK_CACHE_BYTES)
 }
 
-/// A column family's options: LZ4 blocks, the shared block cache, bloom filters (a
-/// lookup of a key that is not there rarely reads a block). The change log
+/// The options of the column family `name`: LZ4 blocks, the shared block cache, bloom
+/// filters (a lookup of a key that is not there rarely reads a block). The change log
 /// (`changelog`) is written in large chunks and read rarely: no compression, smaller
-/// memtables.
-pub(super) fn family_options(cache: &Cache, changelog: bool) -> Options {
+/// memtables; the timer families, smaller memtables.
+pub(super) fn family_options(cache: &Cache, name: &str) -> Options {
     let mut table = BlockBasedOptions::default();
     table.set_block_cache(cache);
     table.set_bloom_filter(10.0, false);
     let mut options = Options::default();
     options.set_block_based_table_factory(&table);
-    if changelog {
+    if name == CHANGELOG {
         options.set_compression_type(DBCompressionType::None);
         options.set_write_buffer_size(CHANGELOG_MEMTABLE_BYTES);
     } else {
         options.set_compression_type(DBCompressionType::Lz4);
+    }
+    if name == Cf::Timers.name() || name == Cf::TimerIndex.name() {
+        options.set_write_buffer_size(TIMER_MEMTABLE_BYTES);
     }
     options
 }

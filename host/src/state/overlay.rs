@@ -6,13 +6,19 @@
 //! a read searches from where the last one ended (the next key is usually near). An
 //! ordered map (a B-tree) would search its way down again for each, comparing the key
 //! with every key of the nodes on its right edge.
-//! The changes that come out of order (e.g. the timer index, ordered by expiry) go to
-//! an ordered map beside the run; each key lives in one of the two.
+//! The changes that come out of order go to an ordered map beside the run; each key
+//! lives in one of the two.
+//!
+//! A family read by range only once or twice a batch and changed in no useful order
+//! (the timer index, ordered by expiry) keeps its changes in a hash table instead
+//! ([`Overlay::hashed`]), sorted when a range read or the commit needs them.
 
 use std::cell::Cell;
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
-use std::ops::Bound;
+use std::collections::{BTreeMap, HashMap};
+use std::ops::{Bound, RangeBounds};
+
+use xxhash_rust::xxh3::Xxh3DefaultBuilder;
 
 /// A change of one entry: the new value, or `None` for a deletion.
 pub type Change = Option<Vec<u8>>;
@@ -30,9 +36,19 @@ pub struct Overlay {
     /// Where in the run the last search ended: the next search starts there (keys
     /// come in order, so the next one is usually near).
     finger: Cell<usize>,
+    /// Every change, when the overlay is [`hashed`](Self::hashed) (`run` and `rest`
+    /// then stay empty).
+    hashed: Option<HashMap<Vec<u8>, Change, Xxh3DefaultBuilder>>,
 }
 
 impl Overlay {
+    /// An overlay that keeps its changes in a hash table: a change costs one hash
+    /// lookup instead of a search of the ordered map, and each range read sorts the
+    /// changes in its range.
+    pub fn hashed() -> Self {
+        Overlay { hashed: Some(HashMap::default()), ..Overlay::default() }
+    }
+
     /// Where `key` is in the run, if it is there.
     fn in_run(&self, key: &[u8]) -> Option<usize> {
         let (last, _) = self.run.last()?;
@@ -69,6 +85,9 @@ impl Overlay {
 
     /// The change of `key`, if any.
     pub fn get(&self, key: &[u8]) -> Option<&Change> {
+        if let Some(hashed) = &self.hashed {
+            return hashed.get(key);
+        }
         match self.in_run(key) {
             Some(at) => self.run[at].1.as_ref(),
             None => self.rest.get(key),
@@ -77,6 +96,9 @@ impl Overlay {
 
     /// Sets the change of `key`; returns the change it replaces.
     pub fn insert(&mut self, key: Vec<u8>, change: Change) -> Option<Change> {
+        if let Some(hashed) = &mut self.hashed {
+            return hashed.insert(key, change);
+        }
         if self.run.last().is_none_or(|(last, _)| key > *last) {
             self.run.push((key, Some(change)));
             return None;
@@ -95,6 +117,9 @@ impl Overlay {
 
     /// Undoes the change of `key`; returns it.
     pub fn remove(&mut self, key: &[u8]) -> Option<Change> {
+        if let Some(hashed) = &mut self.hashed {
+            return hashed.remove(key);
+        }
         match self.in_run(key) {
             Some(at) => {
                 let removed = self.run[at].1.take();
@@ -109,12 +134,13 @@ impl Overlay {
 
     /// How many keys have a change.
     pub fn changed_keys(&self) -> usize {
-        self.run.len() - self.undone + self.rest.len()
+        self.run.len() - self.undone + self.rest.len() + self.hashed.as_ref().map_or(0, HashMap::len)
     }
 
     /// Every change, in no particular order.
     pub fn values(&self) -> impl Iterator<Item = &Change> {
-        self.run.iter().filter_map(|(_, change)| change.as_ref()).chain(self.rest.values())
+        let hashed = self.hashed.iter().flat_map(HashMap::values);
+        self.run.iter().filter_map(|(_, change)| change.as_ref()).chain(self.rest.values()).chain(hashed)
     }
 
     /// The changes of the keys from `start` to `end`, in key order.
@@ -137,13 +163,24 @@ impl Overlay {
             .iter()
             .filter_map(|(key, change)| change.as_ref().map(|change| (key.as_slice(), change)));
         let rest = self.rest.range::<[u8], _>((start, end)).map(|(key, change)| (key.as_slice(), change));
-        merge(run, rest, |a, b| a.0 < b.0)
+        let mut hashed: Vec<(&[u8], &Change)> = match &self.hashed {
+            Some(hashed) => hashed
+                .iter()
+                .map(|(key, change)| (key.as_slice(), change))
+                .filter(|(key, _)| RangeBounds::<[u8]>::contains(&(start, end), *key))
+                .collect(),
+            None => Vec::new(),
+        };
+        hashed.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        merge(merge(run, rest, |a, b| a.0 < b.0), hashed.into_iter(), |a, b| a.0 < b.0)
     }
 
     /// Every change, in key order.
     pub fn into_sorted(self) -> impl Iterator<Item = (Vec<u8>, Change)> {
         let run = self.run.into_iter().filter_map(|(key, change)| change.map(|change| (key, change)));
-        merge(run, self.rest.into_iter(), |a, b| a.0 < b.0)
+        let mut hashed: Vec<(Vec<u8>, Change)> = self.hashed.into_iter().flatten().collect();
+        hashed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        merge(merge(run, self.rest.into_iter(), |a, b| a.0 < b.0), hashed.into_iter(), |a, b| a.0 < b.0)
     }
 }
 
@@ -183,7 +220,16 @@ mod tests {
     /// Random inserts (in and out of order), removals and reads, against a BTreeMap.
     #[test]
     fn behaves_like_an_ordered_map() {
-        let mut overlay = Overlay::default();
+        behaves_like_an_ordered_map_when(Overlay::default());
+    }
+
+    /// The same for a hashed overlay.
+    #[test]
+    fn a_hashed_overlay_behaves_like_an_ordered_map() {
+        behaves_like_an_ordered_map_when(Overlay::hashed());
+    }
+
+    fn behaves_like_an_ordered_map_when(mut overlay: Overlay) {
         let mut model: BTreeMap<Vec<u8>, Change> = BTreeMap::new();
         let mut seed = 7u64;
         let mut next = move |bound: u64| {
@@ -206,6 +252,8 @@ mod tests {
             assert_eq!(overlay.changed_keys(), model.len());
             if step % 1_000 == 0 {
                 assert_same_range(&overlay, &model, Bound::Included(b"k00100"), Bound::Excluded(b"k01500"), "");
+                assert_same_range(&overlay, &model, Bound::Excluded(b"k00500"), Bound::Included(b"k01000"), "");
+                assert_same_range(&overlay, &model, Bound::Unbounded, Bound::Unbounded, "");
             }
         }
         assert_eq!(overlay.values().count(), model.len());

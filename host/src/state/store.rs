@@ -21,6 +21,7 @@ use super::tuning;
 use super::unwritten::{self, UNWRITTEN_FROM};
 
 pub use super::layout::{CF_NAMES, CHANGELOG, Cf};
+use super::txn::overlays;
 pub use super::txn::StateTxn;
 
 /// The meta key of the last committed batch id.
@@ -101,7 +102,7 @@ impl StateStore {
     pub fn begin(&self) -> StateTxn {
         StateTxn {
             db: self.db.clone(),
-            overlay: Default::default(),
+            overlay: overlays(),
             prefetched: HashMap::new(),
             blind: Vec::new(),
             unlogged: Vec::new(),

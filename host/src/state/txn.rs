@@ -45,6 +45,15 @@ pub struct StateTxn {
     pub(super) buffered_bytes: u64,
 }
 
+/// A new transaction's overlays, in [`Cf`] order: the index families (ordered by
+/// expiry, changed in no useful order, read by range about once a batch) hashed.
+pub(super) fn overlays() -> [Overlay; 5] {
+    let mut overlays: [Overlay; 5] = Default::default();
+    overlays[Cf::TimerIndex as usize] = Overlay::hashed();
+    overlays[Cf::TtlIndex as usize] = Overlay::hashed();
+    overlays
+}
+
 /// What one buffered change counts.
 fn change_bytes(key: usize, value: Option<&Vec<u8>>) -> u64 {
     (key + value.map_or(0, Vec::len)) as u64 + CHANGE_OVERHEAD_BYTES

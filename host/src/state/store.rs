@@ -18,10 +18,10 @@ use super::changelog::{ChangeLogWriter, ChangeRecords, SpareChunks};
 use super::overlay::Change;
 use super::resident::{Resident, ResidentChange, ResidentFeed, ResidentState, Taken};
 use super::tuning;
+use super::txn::overlays;
 use super::unwritten::{self, UNWRITTEN_FROM};
 
 pub use super::layout::{CF_NAMES, CHANGELOG, Cf};
-use super::txn::overlays;
 pub use super::txn::StateTxn;
 
 /// The meta key of the last committed batch id.
@@ -44,9 +44,8 @@ impl StateStore {
         std::fs::create_dir_all(path)
             .with_context(|| format!("cannot create the state directory {}", path.display()))?;
         let cache = tuning::shared_block_cache();
-        let families = CF_NAMES
-            .iter()
-            .map(|name| ColumnFamilyDescriptor::new(*name, tuning::family_options(&cache, name)));
+        let families =
+            CF_NAMES.iter().map(|name| ColumnFamilyDescriptor::new(*name, tuning::family_options(&cache, name)));
         let db = DB::open_cf_descriptors(&tuning::db_options(), path, families).with_context(|| {
             format!(
                 "cannot open the state store in {} (is another eddy process using this checkpoint?)",

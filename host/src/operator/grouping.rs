@@ -2,10 +2,11 @@
 //! into the runs of the key-group ranges that shards own.
 //!
 //! Built for batches of millions of rows over many keys: each row's key is encoded
-//! once into a reused buffer and looked up in a table of key ids (the distinct keys'
-//! bytes live in one arena, so lookups stay in cache); the keys are sorted and copied
-//! in that order, and the rows placed by a counting sort into each key's list, in
-//! input order.
+//! once (into one arena per range of rows) and looked up in a table of key ids (the
+//! distinct keys' bytes live in one arena, so lookups stay in cache); the keys are
+//! sorted and copied in that order, and the rows placed by a counting sort into each
+//! key's list, in input order. Row ranges are encoded, and key-group ranges grouped,
+//! on the pool's threads.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -62,10 +63,16 @@ impl Grouped {
 /// No further key with the same hash.
 const END: u32 = u32::MAX;
 
+/// Batches with fewer rows are grouped on the calling thread alone.
+const PARALLEL_ROWS: usize = 16_384;
+
 /// The rows of `input` grouped by the key in `key_indices`, ordered by key group then
-/// encoded key.
+/// encoded key. A large batch is grouped on the pool's threads: its rows' keys encoded
+/// and hashed in row ranges, then each key-group range's rows grouped by a thread of
+/// its own, the ranges' results put one after the other.
 pub fn group_by_key(input: &RecordBatch, key_indices: &[usize], key_groups: u16) -> Grouped {
-    group_with_hash(input, key_indices, key_groups, key::hash)
+    let parts = if input.num_rows() < PARALLEL_ROWS { 1 } else { rayon::current_num_threads() };
+    group_with_hash(input, key_indices, key_groups, parts, key::hash)
 }
 
 /// The distinct keys of a batch: their bytes (in one arena) and hashes.
@@ -96,41 +103,105 @@ impl Keys {
     }
 }
 
+/// The encoded keys of a range of rows, row after row.
+struct EncodedRows {
+    /// The first row's index in the batch.
+    first_row: usize,
+    arena: Vec<u8>,
+    /// Per row: where its key ends in `arena` (it starts where the row before ends).
+    ends: Vec<usize>,
+    hashes: Vec<u64>,
+    /// Per row: its key's key group.
+    groups: Vec<u16>,
+}
+
+impl EncodedRows {
+    fn encode(
+        key_columns: &[ArrayRef],
+        rows: Range<usize>,
+        key_groups: u16,
+        hash_of: &(impl Fn(&[u8]) -> u64 + Sync),
+    ) -> Self {
+        let mut encoded = EncodedRows {
+            first_row: rows.start,
+            arena: Vec::with_capacity(rows.len() * 16),
+            ends: Vec::with_capacity(rows.len()),
+            hashes: Vec::with_capacity(rows.len()),
+            groups: Vec::with_capacity(rows.len()),
+        };
+        for row in rows {
+            let start = encoded.arena.len();
+            key::encode_row(key_columns, row, &mut encoded.arena);
+            let hash = hash_of(&encoded.arena[start..]);
+            encoded.ends.push(encoded.arena.len());
+            encoded.hashes.push(hash);
+            encoded.groups.push(key::group_of_hash(hash, key_groups));
+        }
+        encoded
+    }
+
+    fn key(&self, at: usize) -> &[u8] {
+        let start = if at == 0 { 0 } else { self.ends[at - 1] };
+        &self.arena[start..self.ends[at]]
+    }
+}
+
 fn group_with_hash(
     input: &RecordBatch,
     key_indices: &[usize],
     key_groups: u16,
-    hash_of: impl Fn(&[u8]) -> u64,
+    parts: usize,
+    hash_of: impl Fn(&[u8]) -> u64 + Sync,
 ) -> Grouped {
     let key_columns: Vec<ArrayRef> = key_indices.iter().map(|&i| input.column(i).clone()).collect();
     let rows = input.num_rows();
+    let parts = parts.max(1);
+    let row_ranges: Vec<Range<usize>> = (0..parts).map(|i| rows * i / parts..rows * (i + 1) / parts).collect();
+    let encoded: Vec<EncodedRows> = row_ranges
+        .into_par_iter()
+        .with_max_len(1)
+        .map(|range| EncodedRows::encode(&key_columns, range, key_groups, &hash_of))
+        .collect();
+    let ranges = key_group_ranges(key_groups.max(1), parts);
+    let grouped: Vec<Grouped> =
+        ranges.into_par_iter().with_max_len(1).map(|range| group_range(&encoded, range, key_groups)).collect();
+    concat(grouped)
+}
+
+/// The rows of `encoded` whose key group is in `range`, grouped.
+fn group_range(encoded: &[EncodedRows], range: Range<u16>, key_groups: u16) -> Grouped {
     let mut keys = Keys::default();
     let mut by_hash: HashMap<u64, u32, BuildHasherDefault<HashIsKey>> = HashMap::default();
-    let mut key_of_row: Vec<u32> = Vec::with_capacity(rows);
-    let mut encoded = Vec::new();
-    for row in 0..rows {
-        encoded.clear();
-        key::encode_row(&key_columns, row, &mut encoded);
-        let hash = hash_of(&encoded);
-        let id = match by_hash.entry(hash) {
-            Entry::Vacant(slot) => *slot.insert(keys.add(&encoded, hash)),
-            Entry::Occupied(slot) => {
-                let mut id = *slot.get();
-                loop {
-                    if keys.bytes(id) == encoded.as_slice() {
-                        break id;
-                    }
-                    let next = keys.same_hash[id as usize];
-                    if next == END {
-                        let added = keys.add(&encoded, hash);
-                        keys.same_hash[id as usize] = added;
-                        break added;
-                    }
-                    id = next;
-                }
+    // The rows in range and their key ids.
+    let mut rows_in_range: Vec<u32> = Vec::new();
+    let mut key_of_row: Vec<u32> = Vec::new();
+    for part in encoded {
+        for (at, group) in part.groups.iter().enumerate() {
+            if !range.contains(group) {
+                continue;
             }
-        };
-        key_of_row.push(id);
+            let (encoded, hash) = (part.key(at), part.hashes[at]);
+            let id = match by_hash.entry(hash) {
+                Entry::Vacant(slot) => *slot.insert(keys.add(encoded, hash)),
+                Entry::Occupied(slot) => {
+                    let mut id = *slot.get();
+                    loop {
+                        if keys.bytes(id) == encoded {
+                            break id;
+                        }
+                        let next = keys.same_hash[id as usize];
+                        if next == END {
+                            let added = keys.add(encoded, hash);
+                            keys.same_hash[id as usize] = added;
+                            break added;
+                        }
+                        id = next;
+                    }
+                }
+            };
+            rows_in_range.push((part.first_row + at) as u32);
+            key_of_row.push(id);
+        }
     }
 
     let groups: Vec<u16> = keys.hashes.iter().map(|hash| key::group_of_hash(*hash, key_groups)).collect();
@@ -157,10 +228,10 @@ fn group_with_hash(
         cursor[*id as usize] = next;
         next += counts[*id as usize] as usize;
     }
-    let mut sorted = vec![0u32; rows];
-    for (row, id) in key_of_row.iter().enumerate() {
+    let mut sorted = vec![0u32; rows_in_range.len()];
+    for (row, id) in rows_in_range.iter().zip(&key_of_row) {
         let at = &mut cursor[*id as usize];
-        sorted[*at] = row as u32;
+        sorted[*at] = *row;
         *at += 1;
     }
     // Each key's cursor now stands at the end of its rows.
@@ -170,6 +241,23 @@ fn group_with_hash(
         .map(|(id, key_end)| (groups[id as usize], key_end, cursor[id as usize]))
         .collect();
     Grouped { arena, rows: sorted, order }
+}
+
+/// The groupings of consecutive key-group ranges as one.
+fn concat(parts: Vec<Grouped>) -> Grouped {
+    let mut parts = parts.into_iter();
+    let mut all = parts.next().unwrap_or(Grouped { arena: Vec::new(), rows: Vec::new(), order: Vec::new() });
+    for part in parts {
+        let (arena_before, rows_before) = (all.arena.len(), all.rows.len());
+        all.arena.extend_from_slice(&part.arena);
+        all.rows.extend_from_slice(&part.rows);
+        all.order.extend(
+            part.order
+                .into_iter()
+                .map(|(group, key_end, rows_end)| (group, key_end + arena_before, rows_end + rows_before)),
+        );
+    }
+    all
 }
 
 /// The key ids in (key group, key) order: placed by key group with a counting sort,
@@ -325,10 +413,24 @@ mod tests {
     }
 
     #[test]
+    fn groups_alike_in_any_number_of_parts() {
+        let input = batch(5_000, 321);
+        for parts in [1, 2, 3, 7] {
+            for key_groups in [0, 1, 5, 16] {
+                let grouped = owned(&group_with_hash(&input, &[0, 1], key_groups, parts, key::hash));
+                assert_eq!(grouped, reference(&input, key_groups.max(1)), "{parts} parts, {key_groups} key groups");
+            }
+        }
+        // Above the size grouped on several threads.
+        let large = batch(PARALLEL_ROWS * 2 + 17, 3_000);
+        assert_eq!(owned(&group_by_key(&large, &[0, 1], 128)), reference(&large, 128));
+    }
+
+    #[test]
     fn keys_whose_hashes_collide_stay_apart() {
         let input = batch(2_000, 50);
         // Every key hashes alike: they all share one chain.
-        let grouped = owned(&group_with_hash(&input, &[0, 1], 8, |encoded| key::hash(encoded) % 3));
+        let grouped = owned(&group_with_hash(&input, &[0, 1], 8, 2, |encoded| key::hash(encoded) % 3));
         let expected = reference(&input, 8);
         assert_eq!(grouped.len(), expected.len());
         let rows = |groups: &Owned| -> BTreeMap<Vec<u8>, Vec<u32>> {

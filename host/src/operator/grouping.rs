@@ -116,6 +116,7 @@ struct EncodedRows {
 }
 
 impl EncodedRows {
+    /// The keys of `rows` encoded, hashed with `hash_of` and placed in key groups.
     fn encode(
         key_columns: &[ArrayRef],
         rows: Range<usize>,
@@ -140,12 +141,15 @@ impl EncodedRows {
         encoded
     }
 
+    /// The key of the `at`-th row of the range.
     fn key(&self, at: usize) -> &[u8] {
         let start = if at == 0 { 0 } else { self.ends[at - 1] };
         &self.arena[start..self.ends[at]]
     }
 }
 
+/// [`group_by_key`] in `parts` row ranges and key-group ranges (one: on the calling
+/// thread), keys hashed by `hash_of`.
 fn group_with_hash(
     input: &RecordBatch,
     key_indices: &[usize],
@@ -155,7 +159,10 @@ fn group_with_hash(
 ) -> Grouped {
     let key_columns: Vec<ArrayRef> = key_indices.iter().map(|&i| input.column(i).clone()).collect();
     let rows = input.num_rows();
-    let parts = parts.max(1);
+    if parts <= 1 {
+        let encoded = [EncodedRows::encode(&key_columns, 0..rows, key_groups, &hash_of)];
+        return group_range(&encoded, 0..key_groups.max(1), key_groups);
+    }
     let row_ranges: Vec<Range<usize>> = (0..parts).map(|i| rows * i / parts..rows * (i + 1) / parts).collect();
     let encoded: Vec<EncodedRows> = row_ranges
         .into_par_iter()

@@ -12,7 +12,8 @@
 #     no WebAssembly), 10 batches and one batch;
 #   builtin-count: the running count + sum per user on the built-in aggregate stage
 #     ([stage.aggregate], update), 10 batches.
-# Prints events per second and peak RSS per job. EDDY_BIN=path runs another build;
+# Prints events per second, peak RSS and the time of each batch phase per job.
+# EDDY_BIN=path runs another build;
 # JOBS="count window window-one builtin builtin-one builtin-count" picks jobs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -112,8 +113,25 @@ run_job() {
   seconds=$(grep "Elapsed (wall clock)" "$work/time.txt" | awk '{print $NF}' | awk -F: '{ if (NF == 3) print $1*3600 + $2*60 + $3; else print $1*60 + $2 }')
   peak_kb=$(grep "Maximum resident set size" "$work/time.txt" | awk '{print $NF}')
   batches=$(( $(ls "$work/checkpoint/commits" | sort -n | tail -1) + 1 ))
-  printf '%-12s %3d batches  %6.2f s  %5s k events/s  peak RSS %4d MiB\n' "$name" "$batches" "$seconds" \
-    "$(python3 -c "print(f'{$EVENTS / $seconds / 1e3:.0f}')")" "$((peak_kb / 1024))"
+  printf '%-12s %3d batches  %6.2f s  %5s k events/s  peak RSS %4d MiB  %s\n' "$name" "$batches" "$seconds" \
+    "$(python3 -c "print(f'{$EVENTS / $seconds / 1e3:.0f}')")" "$((peak_kb / 1024))" "$(phases)"
+}
+
+# Where the batches' time went, summed over the progress records: waiting for input
+# (getBatch: what the read-ahead had not decoded yet), the stages and sink (addBatch),
+# the state commit (commitOffsets). On two cores the read-ahead, the commit's helper
+# threads and the shards share the cores: a phase that gets faster by taking a core
+# from another shows up as the other's growth.
+phases() {
+  python3 - "$work/checkpoint/progress" <<'PY'
+import json, os, sys
+total = {}
+for name in os.listdir(sys.argv[1]):
+    with open(os.path.join(sys.argv[1], name)) as record:
+        for phase, ms in json.load(record).get("durationMs", {}).items():
+            total[phase] = total.get(phase, 0) + ms
+print(" ".join(f"{phase} {total.get(phase, 0) / 1000:.2f} s" for phase in ("getBatch", "addBatch", "commitOffsets")))
+PY
 }
 
 echo "events: $EVENTS over $KEYS keys, 1 ms apart, 20 files"

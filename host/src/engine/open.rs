@@ -48,7 +48,8 @@ pub(super) fn open_parts(
     };
     let mut schemas_to_record = Vec::new();
     let stages = open_stages(pipeline, &store, checkpoint, module_cache, &run, &mut schemas_to_record)?;
-    if pipeline.state_in_memory > 0 && stages.iter().any(|stage| stage.reads_state_entries()) {
+    // The copy answers the stages' reads and lets commits leave state writes for later.
+    if pipeline.state_in_memory > 0 && stages.iter().any(|stage| !stage.is_stateless()) {
         store.hold_state_in_memory(usize::try_from(pipeline.state_in_memory).unwrap_or(usize::MAX))?;
     }
     let sources = pipeline

@@ -253,7 +253,12 @@ impl StateReader {
             let entries =
                 packed::unpack(&v).with_context(|| format!("in the state store in {}", self.path.display()))?;
             for (key, value) in entries {
-                if !self.unwritten.contains_key(key) && self.db.get_pinned_cf(cf, key)?.is_none() {
+                // An entry of its own, where there is one, is the newer.
+                let own = match self.unwritten.get(key) {
+                    Some(change) => change.is_some(),
+                    None => self.db.get_pinned_cf(cf, key)?.is_some(),
+                };
+                if !own {
                     f(key, value)?;
                 }
             }
@@ -307,7 +312,7 @@ impl StateReader {
             if changelog::batch_of(raw_key).is_some_and(|batch| batch < from || batch > to) {
                 return Ok(());
             }
-            let (batch, logged) = changelog::decode_entry(raw_key, raw_value)
+            let (batch, logged) = changelog::decode_entry(raw_key, raw_value, changelog::View::Entries)
                 .with_context(|| format!("in the change log of {}", self.path.display()))?;
             for (state_key, value) in logged {
                 let Some((entry_operator, key_group, key_bytes, variable, rest)) = layout::split_state_key(state_key)
@@ -398,7 +403,7 @@ impl StateReader {
             Ok(())
         })?;
         self.scan(CHANGELOG, &[], |raw_key, raw_value| {
-            let (changed_in, logged) = changelog::decode_entry(raw_key, raw_value)
+            let (changed_in, logged) = changelog::decode_entry(raw_key, raw_value, changelog::View::Entries)
                 .with_context(|| format!("in the change log of {}", self.path.display()))?;
             if changed_in > base && changed_in <= batch {
                 for (state_key, value) in logged {

@@ -101,13 +101,6 @@ pub trait Stage: Send {
         false
     }
 
-    /// Whether its batches read stored state entry by entry, which the store's
-    /// in-memory copy of the state then answers (`state-in-memory`); a stage that
-    /// holds its state in memory itself says no.
-    fn reads_state_entries(&self) -> bool {
-        !self.is_stateless()
-    }
-
     /// Whether one of its timers is due at `time`, so that a batch must run even
     /// without new input.
     fn timers_due(&mut self, store: &StateStore, time: BatchTime) -> Result<bool>;

@@ -7,9 +7,18 @@
 //!
 //! ```text
 //! key:    batch u64 | chunk u32
-//! value:  records, each  key len u32 | key | 0 | value len u32 | value   (update)
-//!                     or key len u32 | key | 1                          (delete)
+//! value:  records, each  key len u32 | key | tag | value len u32 | value   (tags 0, 2, 4, 5)
+//!                     or key len u32 | key | tag                          (tags 1, 3, 6)
 //! ```
+//!
+//! A record's tag says which of two views it belongs to: the entries' changes (what
+//! `eddy state read --changes` shows) and the stored changes (what the `state` family
+//! is written, which replaying the log repeats). Most changes are both (0 put, 1
+//! delete). A stage that stores entries packed (see [`packed`](super::packed)) records
+//! the packed values stored (2 put, 3 delete: stored only), each window's change (5
+//! put, 6 delete: an entry's change only), and a packed value all of whose records are
+//! entries' changes as one record of both (4: stored as it is; its value's records are
+//! the entries' changes).
 //!
 //! Stores written before this format have one entry per change (`batch u64 | state key`
 //! → `0 | value` or `1`); they are still read.
@@ -108,8 +117,9 @@ impl ChangeLogWriter {
     }
 }
 
-/// Change-log records a stage makes itself (of entries it writes unlogged, e.g. packed
-/// ones, see [`packed`](super::packed)), in chunks of about [`CHUNK_BYTES`].
+/// Change-log records a stage makes itself (of the packed entries it stores and the
+/// entries they hold, see [`packed`](super::packed)), in chunks of about
+/// [`CHUNK_BYTES`]; the commit stores the stored ones.
 #[derive(Debug)]
 pub struct ChangeRecords {
     chunks: Vec<Vec<u8>>,
@@ -123,15 +133,15 @@ impl ChangeRecords {
         ChangeRecords { chunks: Vec::new(), bytes: 0, spare }
     }
 
-    /// Records that `key` became `value` (`None`: was deleted).
-    pub fn push(&mut self, key: &[u8], value: Option<&[u8]>) {
+    /// Records that `key` became `value` (`None`: was deleted), as a record of `kind`.
+    pub fn push(&mut self, kind: Record, key: &[u8], value: Option<&[u8]>) {
         if self.chunks.last().is_none_or(|chunk| chunk.len() >= CHUNK_BYTES) {
             // A chunk is sized once: grown by doubling it would be copied each time.
             self.chunks.push(self.spare.take());
         }
         if let Some(chunk) = self.chunks.last_mut() {
             let before = chunk.len();
-            push_record(chunk, key, value);
+            push_tagged(chunk, kind, key, value);
             self.bytes += chunk.len() - before;
         }
     }
@@ -147,27 +157,90 @@ impl ChangeRecords {
     }
 }
 
+/// What a change-log record stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Record {
+    /// A state entry's change, stored as it is (tags 0 and 1).
+    Change,
+    /// A change stored in the `state` family that is no entry's change of its own, e.g.
+    /// of a packed value (tags 2 and 3).
+    Stored,
+    /// A stored packed value whose records are its entries' changes (tag 4).
+    Packed,
+    /// An entry's change kept in a packed value, not stored on its own (tags 5 and 6).
+    Entry,
+}
+
+impl Record {
+    /// The tags of a put and of a delete of this kind.
+    fn tags(self) -> (u8, u8) {
+        match self {
+            Record::Change => (0, 1),
+            Record::Stored => (2, 3),
+            Record::Packed => (4, 4),
+            Record::Entry => (5, 6),
+        }
+    }
+
+    /// The kind and whether it puts, of `tag`.
+    fn of_tag(tag: u8) -> Option<(Record, bool)> {
+        Some(match tag {
+            0 => (Record::Change, true),
+            1 => (Record::Change, false),
+            2 => (Record::Stored, true),
+            3 => (Record::Stored, false),
+            4 => (Record::Packed, true),
+            5 => (Record::Entry, true),
+            6 => (Record::Entry, false),
+            _ => return None,
+        })
+    }
+}
+
+/// Which changes of the log a reader wants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    /// Every state entry's change (packed values seen through).
+    Entries,
+    /// What the `state` family is written, in order.
+    Stored,
+}
+
 /// Appends one record: `key` became `value` (`None`: was deleted).
 pub fn push_record(out: &mut Vec<u8>, key: &[u8], value: Option<&[u8]>) {
+    push_tagged(out, Record::Change, key, value);
+}
+
+/// Appends one record of `kind` (a [`Record::Packed`] one has a value).
+pub fn push_tagged(out: &mut Vec<u8>, kind: Record, key: &[u8], value: Option<&[u8]>) {
+    let (put, delete) = kind.tags();
     out.extend_from_slice(&(key.len() as u32).to_be_bytes());
     out.extend_from_slice(key);
     match value {
         Some(value) => {
-            out.push(0);
+            out.push(put);
             out.extend_from_slice(&(value.len() as u32).to_be_bytes());
             out.extend_from_slice(value);
         }
-        None => out.push(1),
+        None => out.push(delete),
     }
 }
 
-/// The records of `raw` (a chunk, or a packed entry's value); `None` if one is cut short.
-pub fn records(raw: &[u8]) -> Option<Vec<Change<'_>>> {
+/// The records of `raw` (a chunk, or a packed entry's value) in `view`; `None` if one
+/// is cut short or unknown.
+pub fn records(raw: &[u8], view: View) -> Option<Vec<Change<'_>>> {
     let mut changes = Vec::new();
     let mut rest = raw;
     while !rest.is_empty() {
-        let (change, after) = next_change(rest)?;
-        changes.push(change);
+        let ((kind, change), after) = next_record(rest)?;
+        match (kind, view) {
+            (Record::Change, _) | (Record::Stored, View::Stored) | (Record::Entry, View::Entries) => {
+                changes.push(change)
+            }
+            (Record::Packed, View::Stored) => changes.push(change),
+            (Record::Packed, View::Entries) => changes.extend(records(change.1?, View::Entries)?),
+            (Record::Stored, View::Entries) | (Record::Entry, View::Stored) => {}
+        }
         rest = after;
     }
     Some(changes)
@@ -178,8 +251,8 @@ pub fn batch_of(raw_key: &[u8]) -> Option<u64> {
     raw_key.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes)
 }
 
-/// The batch and the changes of one change-log entry (either format).
-pub fn decode_entry<'a>(raw_key: &'a [u8], raw_value: &'a [u8]) -> Result<(u64, Vec<Change<'a>>)> {
+/// The batch and the changes in `view` of one change-log entry (either format).
+pub fn decode_entry<'a>(raw_key: &'a [u8], raw_value: &'a [u8], view: View) -> Result<(u64, Vec<Change<'a>>)> {
     let Some(batch) = batch_of(raw_key) else {
         bail!("a change-log key is shorter than its batch id");
     };
@@ -192,25 +265,24 @@ pub fn decode_entry<'a>(raw_key: &'a [u8], raw_value: &'a [u8]) -> Result<(u64, 
         };
         return Ok((batch, vec![(&raw_key[8..], value)]));
     }
-    match records(raw_value) {
+    match records(raw_value, view) {
         Some(changes) => Ok((batch, changes)),
         None => bail!("the change log of batch {batch} is corrupt (a record is cut short)"),
     }
 }
 
-fn next_change(raw: &[u8]) -> Option<(Change<'_>, &[u8])> {
+/// The first record of `raw`, its kind, and the records after it.
+fn next_record(raw: &[u8]) -> Option<((Record, Change<'_>), &[u8])> {
     let key_len = u32::from_be_bytes(raw.get(..4)?.try_into().ok()?) as usize;
     let key = raw.get(4..4 + key_len)?;
     let rest = &raw[4 + key_len..];
-    match rest.first()? {
-        0 => {
-            let value_len = u32::from_be_bytes(rest.get(1..5)?.try_into().ok()?) as usize;
-            let value = rest.get(5..5 + value_len)?;
-            Some(((key, Some(value)), &rest[5 + value_len..]))
-        }
-        1 => Some(((key, None), &rest[1..])),
-        _ => None,
+    let (kind, puts) = Record::of_tag(*rest.first()?)?;
+    if !puts {
+        return Some(((kind, (key, None)), &rest[1..]));
     }
+    let value_len = u32::from_be_bytes(rest.get(1..5)?.try_into().ok()?) as usize;
+    let value = rest.get(5..5 + value_len)?;
+    Some(((kind, (key, Some(value))), &rest[5 + value_len..]))
 }
 
 #[cfg(test)]
@@ -231,7 +303,7 @@ mod tests {
         assert_eq!(entries.len(), 2, "the big value fills the first chunk");
         let mut all = Vec::new();
         for (key, value) in &entries {
-            let (batch, changes) = decode_entry(key, value)?;
+            let (batch, changes) = decode_entry(key, value, View::Entries)?;
             assert_eq!(batch, 7);
             all.extend(changes.into_iter().map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec))));
         }
@@ -244,15 +316,53 @@ mod tests {
         assert_eq!(all, expected);
         // Cut short: refused, not misread.
         let (key, value) = &entries[0];
-        assert!(decode_entry(key, &value[..value.len() - 1]).is_err());
+        assert!(decode_entry(key, &value[..value.len() - 1], View::Entries).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn each_view_has_its_records_in_order() -> Result<()> {
+        let mut packed = Vec::new();
+        push_record(&mut packed, b"w1", Some(b"a"));
+        push_record(&mut packed, b"w2", Some(b"b"));
+        let mut chunk = Vec::new();
+        push_tagged(&mut chunk, Record::Stored, b"bucket-1", Some(b"packed"));
+        push_tagged(&mut chunk, Record::Entry, b"w0", Some(b"z"));
+        push_tagged(&mut chunk, Record::Packed, b"bucket-2", Some(&packed));
+        push_tagged(&mut chunk, Record::Entry, b"w9", None);
+        push_tagged(&mut chunk, Record::Stored, b"bucket-0", None);
+        push_record(&mut chunk, b"plain", None);
+        let key = [&5u64.to_be_bytes()[..], &0u32.to_be_bytes()[..]].concat();
+        let entries: Vec<Change> = vec![
+            (b"w0", Some(b"z")),
+            (b"w1", Some(b"a")),
+            (b"w2", Some(b"b")),
+            (b"w9", None),
+            (b"plain", None),
+        ];
+        assert_eq!(decode_entry(&key, &chunk, View::Entries)?, (5, entries));
+        let stored: Vec<Change> = vec![
+            (b"bucket-1", Some(b"packed")),
+            (b"bucket-2", Some(&packed)),
+            (b"bucket-0", None),
+            (b"plain", None),
+        ];
+        assert_eq!(decode_entry(&key, &chunk, View::Stored)?, (5, stored));
+        // An unknown tag, or a packed value whose records are cut short: refused.
+        let mut unknown = chunk.clone();
+        unknown[4 + b"bucket-1".len()] = 7;
+        assert!(decode_entry(&key, &unknown, View::Stored).is_err());
+        let mut cut = Vec::new();
+        push_tagged(&mut cut, Record::Packed, b"bucket", Some(&packed[..packed.len() - 1]));
+        assert!(decode_entry(&key, &cut, View::Entries).is_err());
         Ok(())
     }
 
     #[test]
     fn entries_of_the_one_change_format_are_read() -> Result<()> {
         let key = [&3u64.to_be_bytes()[..], b"state-key-of-some-length"].concat();
-        assert_eq!(decode_entry(&key, b"\0v")?, (3, vec![(&b"state-key-of-some-length"[..], Some(&b"v"[..]))]));
-        assert_eq!(decode_entry(&key, b"\x01")?, (3, vec![(&b"state-key-of-some-length"[..], None)]));
+        assert_eq!(decode_entry(&key, b"\0v", View::Stored)?, (3, vec![(&b"state-key-of-some-length"[..], Some(&b"v"[..]))]));
+        assert_eq!(decode_entry(&key, b"\x01", View::Entries)?, (3, vec![(&b"state-key-of-some-length"[..], None)]));
         Ok(())
     }
 }

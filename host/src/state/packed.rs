@@ -39,7 +39,7 @@ pub fn pack(out: &mut Vec<u8>, key: &[u8], value: &[u8]) {
 
 /// The entries a packed value holds, as (state key, value).
 pub fn unpack(raw: &[u8]) -> Result<Vec<(&[u8], &[u8])>> {
-    let Some(records) = changelog::records(raw) else {
+    let Some(records) = changelog::records(raw, changelog::View::Entries) else {
         bail!("a packed state entry is corrupt (an entry is cut short)");
     };
     records

@@ -11,10 +11,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use rocksdb::{ColumnFamilyDescriptor, DB, WriteBatch, WriteOptions};
 
-use super::changelog::{ChangeLogWriter, ChangeRecords, SpareChunks};
+use super::changelog::{self, ChangeLogWriter, ChangeRecords, SpareChunks, View};
 use super::overlay::Change;
 use super::resident::{Resident, ResidentChange, ResidentFeed, ResidentState, Taken};
 use super::tuning;
@@ -104,9 +104,7 @@ impl StateStore {
             overlay: overlays(),
             prefetched: HashMap::new(),
             blind: Vec::new(),
-            unlogged: Vec::new(),
             records: ChangeRecords::new(self.spare_chunks.clone()),
-            self_logged: Vec::new(),
             dropped_ranges: Vec::new(),
             buffered_bytes: 0,
             resident: self.resident.reader(),
@@ -236,7 +234,7 @@ impl StateStore {
         write_state: bool,
     ) -> Result<()> {
         let mut log = ChangeLogWriter::new(batch_id, self.spare_chunks.clone());
-        let changelog = self.cf_handle(CHANGELOG)?;
+        let changelog_cf = self.cf_handle(CHANGELOG)?;
         // Dropped ranges first, so that every transaction's own puts in them stay; its
         // deletes there are already done by the range.
         let dropped: Vec<(Cf, Vec<u8>, Vec<u8>)> =
@@ -257,15 +255,15 @@ impl StateStore {
         // the batch grows), so the commit does not hold both whole.
         for txn in txns {
             let [overlay, rest @ ..] = txn.overlay;
-            for (key, change) in txn.unlogged {
-                state.write(key, change);
-            }
-            for (key, value) in txn.self_logged {
-                state.batch.put_cf(changelog, log.next_chunk_key(), &value);
-                state.write(key, Some(value));
-            }
+            // The stage's own records: the stored ones among them are stored, in order.
             for chunk in txn.records.into_chunks() {
-                state.batch.put_cf(changelog, log.next_chunk_key(), &chunk);
+                let Some(stored) = changelog::records(&chunk, View::Stored) else {
+                    bail!("a stage's change-log records of batch {batch_id} are corrupt (a record is cut short)");
+                };
+                for (key, value) in stored {
+                    state.write(key.to_vec(), value.map(<[u8]>::to_vec));
+                }
+                state.batch.put_cf(changelog_cf, log.next_chunk_key(), &chunk);
                 self.spare_chunks.give_back(chunk);
             }
             // State changes in key order (RocksDB inserts a sorted run fastest); of a key
@@ -285,7 +283,7 @@ impl StateStore {
             });
             for (key, change) in changes {
                 if let Some((log_key, chunk)) = log.record(&key, change.as_deref()) {
-                    state.batch.put_cf(changelog, log_key, &chunk);
+                    state.batch.put_cf(changelog_cf, log_key, &chunk);
                     self.spare_chunks.give_back(chunk);
                 }
                 state.write(key, change);
@@ -302,7 +300,7 @@ impl StateStore {
             }
         }
         if let Some((log_key, chunk)) = log.finish() {
-            batch.put_cf(changelog, log_key, &chunk);
+            batch.put_cf(changelog_cf, log_key, &chunk);
             self.spare_chunks.give_back(chunk);
         }
         batch.put_cf(self.cf_handle(Cf::Meta.name())?, COMMITTED_BATCH, batch_id.to_be_bytes());

@@ -16,7 +16,7 @@ fn logged(store: &StateStore) -> Result<Vec<(u64, Vec<Logged>)>> {
     let mut entries = Vec::new();
     for item in store.db.iterator_cf(handle, IteratorMode::Start) {
         let (key, value) = item?;
-        let (batch, changes) = super::super::changelog::decode_entry(&key, &value)?;
+        let (batch, changes) = super::super::changelog::decode_entry(&key, &value, View::Entries)?;
         entries.push((batch, changes.into_iter().map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec))).collect()));
     }
     Ok(entries)
@@ -155,8 +155,8 @@ fn packed_entries_are_stored_and_their_entries_changes_logged() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let store = StateStore::open(dir.path())?;
     let mut txn = store.begin();
-    txn.put_unlogged(b"packed".to_vec(), b"many entries".to_vec());
-    txn.delete_unlogged(b"gone".to_vec());
+    txn.put_unlogged(b"packed", b"many entries");
+    txn.delete_unlogged(b"gone");
     txn.log_change(b"entry-1", Some(b"v"));
     txn.log_change(b"entry-2", None);
     store.commit(txn, 4)?;
@@ -164,6 +164,13 @@ fn packed_entries_are_stored_and_their_entries_changes_logged() -> Result<()> {
     // The entries' changes, not the packed values.
     let expected = vec![(b"entry-1".to_vec(), Some(b"v".to_vec())), (b"entry-2".to_vec(), None)];
     assert_eq!(logged(&store)?, vec![(4, expected)]);
+    // A replay stores the packed values, not the entries.
+    let mut stored = Vec::new();
+    unwritten::for_each_logged_change(&store.db, store.cf_handle(CHANGELOG)?, 4, |key, value| {
+        stored.push((key.to_vec(), value.map(<[u8]>::to_vec)));
+        Ok(())
+    })?;
+    assert_eq!(stored, vec![(b"packed".to_vec(), Some(b"many entries".to_vec())), (b"gone".to_vec(), None)]);
     Ok(())
 }
 
@@ -175,13 +182,17 @@ fn a_self_logged_entry_is_stored_and_its_records_logged_as_they_are() -> Result<
     super::super::changelog::push_record(&mut records, b"window-1", Some(b"a"));
     super::super::changelog::push_record(&mut records, b"window-2", Some(b"bb"));
     let mut txn = store.begin();
-    txn.put_self_logged(b"bucket".to_vec(), records.clone());
+    txn.put_self_logged(b"bucket", &records);
     txn.log_change(b"window-0", None);
     store.commit(txn, 7)?;
     assert_eq!(store.read(Cf::State, b"bucket")?, Some(records));
-    // The packed value is one change-log chunk; the other record another.
-    let packed = vec![(b"window-1".to_vec(), Some(b"a".to_vec())), (b"window-2".to_vec(), Some(b"bb".to_vec()))];
-    assert_eq!(logged(&store)?, vec![(7, packed), (7, vec![(b"window-0".to_vec(), None)])]);
+    // The entries' changes: the packed value's records, then the other.
+    let entries = vec![
+        (b"window-1".to_vec(), Some(b"a".to_vec())),
+        (b"window-2".to_vec(), Some(b"bb".to_vec())),
+        (b"window-0".to_vec(), None),
+    ];
+    assert_eq!(logged(&store)?, vec![(7, entries)]);
     Ok(())
 }
 
@@ -238,9 +249,9 @@ fn reads_match_a_model(budget: usize) -> Result<(bool, usize)> {
                 0 => txn.put(Cf::State, k.clone(), value.clone()),
                 1 => txn.delete(Cf::State, k.clone()),
                 2 => txn.blind_put(Cf::State, k.clone(), value.clone()),
-                3 => txn.put_unlogged(k.clone(), value.clone()),
-                4 => txn.delete_unlogged(k.clone()),
-                _ => txn.put_self_logged(k.clone(), value.clone()),
+                3 => txn.put_unlogged(&k, &value),
+                4 => txn.delete_unlogged(&k),
+                _ => txn.put_self_logged(&k, &value),
             }
             match kind {
                 1 | 4 => model.remove(&k),

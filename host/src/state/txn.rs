@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use rocksdb::{DB, Direction, IteratorMode, ReadOptions};
 
-use super::changelog::ChangeRecords;
+use super::changelog::{ChangeRecords, Record};
 use super::layout;
 use super::layout::Cf;
 use super::overlay::Overlay;
@@ -26,22 +26,16 @@ pub struct StateTxn {
     pub(super) prefetched: HashMap<Vec<u8>, Option<Vec<u8>>>,
     /// Changes of `Cf::State` the transaction does not read back, in order.
     pub(super) blind: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    /// State entries written or deleted without a change-log record (e.g. packed
-    /// entries, see [`packed`](super::packed)): the stage records the changes itself,
-    /// in `records`.
-    pub(super) unlogged: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    /// Change-log records the transaction's stage made itself.
+    /// Change-log records the transaction's stage made itself, in order: of the
+    /// entries it stores that are no entry's change of their own (packed entries, see
+    /// [`packed`](super::packed)), which the commit stores, and of the entries' changes.
     pub(super) records: ChangeRecords,
-    /// State entries whose values are change-log records (packed entries all of whose
-    /// windows changed): each is logged as it is, one change-log chunk, not copied.
-    pub(super) self_logged: Vec<(Vec<u8>, Vec<u8>)>,
     /// Ranges whose committed entries the commit drops before writing the changes.
     pub(super) dropped_ranges: Vec<(Cf, Vec<u8>, Vec<u8>)>,
     /// The committed state entries in memory (complete), when the store holds them.
     pub(super) resident: Option<Arc<ResidentState>>,
-    /// What `overlay`, `blind`, `unlogged` and `self_logged` hold: each change's key and
-    /// value bytes plus [`CHANGE_OVERHEAD_BYTES`] (a self-logged value twice: it is
-    /// written twice).
+    /// What `overlay`, `blind` and the stored changes of `records` hold: each change's
+    /// key and value bytes plus [`CHANGE_OVERHEAD_BYTES`] (`records` counts its own).
     pub(super) buffered_bytes: u64,
 }
 
@@ -55,8 +49,8 @@ pub(super) fn overlays() -> [Overlay; 5] {
 }
 
 /// What one buffered change counts.
-fn change_bytes(key: usize, value: Option<&Vec<u8>>) -> u64 {
-    (key + value.map_or(0, Vec::len)) as u64 + CHANGE_OVERHEAD_BYTES
+fn change_bytes(key: usize, value_len: Option<usize>) -> u64 {
+    (key + value_len.unwrap_or(0)) as u64 + CHANGE_OVERHEAD_BYTES
 }
 
 impl StateTxn {
@@ -104,13 +98,11 @@ impl StateTxn {
         Ok(())
     }
 
-    /// Whether every state change of this transaction has a change-log record of its
-    /// own (no unlogged or self-logged entries, no dropped state range): its commit
-    /// can then leave them unwritten.
+    /// Whether the change log can replay every state change of this transaction (it
+    /// records all but a dropped state range): its commit can then leave them
+    /// unwritten.
     pub(super) fn logs_every_state_change(&self) -> bool {
-        self.unlogged.is_empty()
-            && self.self_logged.is_empty()
-            && !self.dropped_ranges.iter().any(|(cf, ..)| *cf == Cf::State)
+        !self.dropped_ranges.iter().any(|(cf, ..)| *cf == Cf::State)
     }
 
     /// What this transaction did to `key` of `cf`, if anything: `Some(None)` when it
@@ -145,7 +137,7 @@ impl StateTxn {
         self.buffered_bytes += change_bytes(key_len, None);
         let replaced = self.overlay[cf as usize].insert(key, None);
         if let Some(replaced) = &replaced {
-            self.buffered_bytes -= change_bytes(key_len, replaced.as_ref());
+            self.buffered_bytes -= change_bytes(key_len, replaced.as_ref().map(Vec::len));
         }
         replaced.is_some_and(|change| change.is_none())
     }
@@ -156,15 +148,15 @@ impl StateTxn {
     /// transaction or is committed.
     pub fn forget(&mut self, cf: Cf, key: &[u8]) {
         if let Some(change) = self.overlay[cf as usize].remove(key) {
-            self.buffered_bytes -= change_bytes(key.len(), change.as_ref());
+            self.buffered_bytes -= change_bytes(key.len(), change.as_ref().map(Vec::len));
         }
     }
 
     fn buffer(&mut self, cf: Cf, key: Vec<u8>, change: Option<Vec<u8>>) {
         let key_len = key.len();
-        self.buffered_bytes += change_bytes(key_len, change.as_ref());
+        self.buffered_bytes += change_bytes(key_len, change.as_ref().map(Vec::len));
         if let Some(replaced) = self.overlay[cf as usize].insert(key, change) {
-            self.buffered_bytes -= change_bytes(key_len, replaced.as_ref());
+            self.buffered_bytes -= change_bytes(key_len, replaced.as_ref().map(Vec::len));
         }
     }
 
@@ -175,37 +167,38 @@ impl StateTxn {
     /// `delete` in the same transaction.
     pub fn blind_put(&mut self, cf: Cf, key: Vec<u8>, value: Vec<u8>) {
         debug_assert_eq!(cf, Cf::State, "blind writes are for state entries");
-        self.buffered_bytes += change_bytes(key.len(), Some(&value));
+        self.buffered_bytes += change_bytes(key.len(), Some(value.len()));
         self.blind.push((key, Some(value)));
     }
 
-    /// Writes the entry `key` of `Cf::State` without a change-log record: the stage
-    /// records its changes itself with [`log_change`](Self::log_change) (e.g. of the
-    /// entries a packed entry holds, see [`packed`](super::packed)). Not read back by
-    /// the transaction.
-    pub fn put_unlogged(&mut self, key: Vec<u8>, value: Vec<u8>) {
-        self.buffered_bytes += change_bytes(key.len(), Some(&value));
-        self.unlogged.push((key, Some(value)));
+    /// Stores the entry `key` of `Cf::State` as no entry's change of its own: the stage
+    /// records its entries' changes itself with [`log_change`](Self::log_change) (e.g.
+    /// of the entries a packed entry holds, see [`packed`](super::packed)). Not read
+    /// back by the transaction. The change log keeps it among the stored changes, for
+    /// a replay.
+    pub fn put_unlogged(&mut self, key: &[u8], value: &[u8]) {
+        self.buffered_bytes += change_bytes(key.len(), Some(value.len()));
+        self.records.push(Record::Stored, key, Some(value));
     }
 
     /// Deletes the entry `key` as [`put_unlogged`](Self::put_unlogged) writes.
-    pub fn delete_unlogged(&mut self, key: Vec<u8>) {
+    pub fn delete_unlogged(&mut self, key: &[u8]) {
         self.buffered_bytes += change_bytes(key.len(), None);
-        self.unlogged.push((key, None));
+        self.records.push(Record::Stored, key, None);
     }
 
     /// Sets the entry `key` to `value` as [`put_unlogged`](Self::put_unlogged) does, where
     /// `value` is itself change-log records (see [`packed`](super::packed)) that say
-    /// every change it stands for: the change log takes them as they are.
-    pub fn put_self_logged(&mut self, key: Vec<u8>, value: Vec<u8>) {
-        self.buffered_bytes += change_bytes(key.len(), Some(&value)) + value.len() as u64;
-        self.self_logged.push((key, value));
+    /// every change it stands for: the change log takes it as one record of both.
+    pub fn put_self_logged(&mut self, key: &[u8], value: &[u8]) {
+        self.buffered_bytes += change_bytes(key.len(), Some(value.len()));
+        self.records.push(Record::Packed, key, Some(value));
     }
 
     /// Records in the change log that the entry `key` became `value` (`None`: was
-    /// deleted), for changes written with [`put_unlogged`](Self::put_unlogged).
+    /// deleted), for changes stored with [`put_unlogged`](Self::put_unlogged).
     pub fn log_change(&mut self, key: &[u8], value: Option<&[u8]>) {
-        self.records.push(key, value);
+        self.records.push(Record::Entry, key, value);
     }
 
     /// The bytes this transaction's changes hold: each change's key and value plus

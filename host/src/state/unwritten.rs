@@ -35,8 +35,8 @@ pub fn decode_batch(raw: &[u8]) -> Result<u64> {
     Ok(u64::from_be_bytes(bytes))
 }
 
-/// Calls `f` with every state change the change log holds for batches `from` and
-/// later, in the order they were made.
+/// Calls `f` with every change the change log holds for batches `from` and later as
+/// they were (or are to be) stored in the `state` family, in the order they were made.
 pub fn for_each_logged_change(
     db: &DB,
     changelog_cf: &ColumnFamily,
@@ -46,7 +46,7 @@ pub fn for_each_logged_change(
     let start = from.to_be_bytes();
     for item in db.iterator_cf(changelog_cf, IteratorMode::From(&start, Direction::Forward)) {
         let (raw_key, raw_value) = item.context("cannot read the state store's change log")?;
-        let (_, changes) = changelog::decode_entry(&raw_key, &raw_value)?;
+        let (_, changes) = changelog::decode_entry(&raw_key, &raw_value, changelog::View::Stored)?;
         for (key, value) in changes {
             f(key, value)?;
         }

@@ -333,20 +333,11 @@ mod tests {
         push_tagged(&mut chunk, Record::Stored, b"bucket-0", None);
         push_record(&mut chunk, b"plain", None);
         let key = [&5u64.to_be_bytes()[..], &0u32.to_be_bytes()[..]].concat();
-        let entries: Vec<Change> = vec![
-            (b"w0", Some(b"z")),
-            (b"w1", Some(b"a")),
-            (b"w2", Some(b"b")),
-            (b"w9", None),
-            (b"plain", None),
-        ];
+        let entries: Vec<Change> =
+            vec![(b"w0", Some(b"z")), (b"w1", Some(b"a")), (b"w2", Some(b"b")), (b"w9", None), (b"plain", None)];
         assert_eq!(decode_entry(&key, &chunk, View::Entries)?, (5, entries));
-        let stored: Vec<Change> = vec![
-            (b"bucket-1", Some(b"packed")),
-            (b"bucket-2", Some(&packed)),
-            (b"bucket-0", None),
-            (b"plain", None),
-        ];
+        let stored: Vec<Change> =
+            vec![(b"bucket-1", Some(b"packed")), (b"bucket-2", Some(&packed)), (b"bucket-0", None), (b"plain", None)];
         assert_eq!(decode_entry(&key, &chunk, View::Stored)?, (5, stored));
         // An unknown tag, or a packed value whose records are cut short: refused.
         let mut unknown = chunk.clone();
@@ -361,7 +352,10 @@ mod tests {
     #[test]
     fn entries_of_the_one_change_format_are_read() -> Result<()> {
         let key = [&3u64.to_be_bytes()[..], b"state-key-of-some-length"].concat();
-        assert_eq!(decode_entry(&key, b"\0v", View::Stored)?, (3, vec![(&b"state-key-of-some-length"[..], Some(&b"v"[..]))]));
+        assert_eq!(
+            decode_entry(&key, b"\0v", View::Stored)?,
+            (3, vec![(&b"state-key-of-some-length"[..], Some(&b"v"[..]))])
+        );
         assert_eq!(decode_entry(&key, b"\x01", View::Entries)?, (3, vec![(&b"state-key-of-some-length"[..], None)]));
         Ok(())
     }

@@ -213,6 +213,7 @@ pub fn push_record(out: &mut Vec<u8>, key: &[u8], value: Option<&[u8]>) {
 
 /// Appends one record of `kind` (a [`Record::Packed`] one has a value).
 pub fn push_tagged(out: &mut Vec<u8>, kind: Record, key: &[u8], value: Option<&[u8]>) {
+    debug_assert!(kind != Record::Packed || value.is_some(), "a packed record puts a value");
     let (put, delete) = kind.tags();
     out.extend_from_slice(&(key.len() as u32).to_be_bytes());
     out.extend_from_slice(key);
@@ -234,10 +235,9 @@ pub fn records(raw: &[u8], view: View) -> Option<Vec<Change<'_>>> {
     while !rest.is_empty() {
         let ((kind, change), after) = next_record(rest)?;
         match (kind, view) {
-            (Record::Change, _) | (Record::Stored, View::Stored) | (Record::Entry, View::Entries) => {
+            (Record::Change, _) | (Record::Stored | Record::Packed, View::Stored) | (Record::Entry, View::Entries) => {
                 changes.push(change)
             }
-            (Record::Packed, View::Stored) => changes.push(change),
             (Record::Packed, View::Entries) => changes.extend(records(change.1?, View::Entries)?),
             (Record::Stored, View::Entries) | (Record::Entry, View::Stored) => {}
         }
@@ -267,7 +267,7 @@ pub fn decode_entry<'a>(raw_key: &'a [u8], raw_value: &'a [u8], view: View) -> R
     }
     match records(raw_value, view) {
         Some(changes) => Ok((batch, changes)),
-        None => bail!("the change log of batch {batch} is corrupt (a record is cut short)"),
+        None => bail!("the change log of batch {batch} is corrupt (a record is cut short or of an unknown kind)"),
     }
 }
 

@@ -258,7 +258,9 @@ impl StateStore {
             // The stage's own records: the stored ones among them are stored, in order.
             for chunk in txn.records.into_chunks() {
                 let Some(stored) = changelog::records(&chunk, View::Stored) else {
-                    bail!("a stage's change-log records of batch {batch_id} are corrupt (a record is cut short)");
+                    bail!(
+                        "a stage's change-log records of batch {batch_id} are corrupt (a record is cut short or of an unknown kind)"
+                    );
                 };
                 for (key, value) in stored {
                     state.write(key.to_vec(), value.map(<[u8]>::to_vec));

@@ -155,8 +155,8 @@ fn packed_entries_are_stored_and_their_entries_changes_logged() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let store = StateStore::open(dir.path())?;
     let mut txn = store.begin();
-    txn.put_unlogged(b"packed", b"many entries");
-    txn.delete_unlogged(b"gone");
+    txn.put_stored(b"packed", b"many entries");
+    txn.delete_stored(b"gone");
     txn.log_change(b"entry-1", Some(b"v"));
     txn.log_change(b"entry-2", None);
     store.commit(txn, 4)?;
@@ -175,14 +175,14 @@ fn packed_entries_are_stored_and_their_entries_changes_logged() -> Result<()> {
 }
 
 #[test]
-fn a_self_logged_entry_is_stored_and_its_records_logged_as_they_are() -> Result<()> {
+fn a_packed_entry_is_stored_and_its_records_logged_as_they_are() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let store = StateStore::open(dir.path())?;
     let mut records = Vec::new();
     super::super::changelog::push_record(&mut records, b"window-1", Some(b"a"));
     super::super::changelog::push_record(&mut records, b"window-2", Some(b"bb"));
     let mut txn = store.begin();
-    txn.put_self_logged(b"bucket", &records);
+    txn.put_packed(b"bucket", &records);
     txn.log_change(b"window-0", None);
     store.commit(txn, 7)?;
     assert_eq!(store.read(Cf::State, b"bucket")?, Some(records));
@@ -239,8 +239,8 @@ fn reads_match_a_model(budget: usize) -> Result<(bool, usize)> {
             let value = vec![b'v'; 1 + draws.below(300) as usize];
             // One batch in four also makes changes the change log records otherwise.
             let kind = draws.below(if batch % 4 == 0 { 6 } else { 3 });
-            // A transaction changes a key one way only (put/delete, blind, unlogged or
-            // self-logged): the commit writes the ways in a fixed order.
+            // A transaction changes a key one way only (put/delete, blind, stored or
+            // packed): the commit writes the ways in a fixed order.
             let way = [0, 0, 1, 2, 2, 3][kind as usize];
             if *ways.entry(k.clone()).or_insert(way) != way {
                 continue;
@@ -249,9 +249,9 @@ fn reads_match_a_model(budget: usize) -> Result<(bool, usize)> {
                 0 => txn.put(Cf::State, k.clone(), value.clone()),
                 1 => txn.delete(Cf::State, k.clone()),
                 2 => txn.blind_put(Cf::State, k.clone(), value.clone()),
-                3 => txn.put_unlogged(&k, &value),
-                4 => txn.delete_unlogged(&k),
-                _ => txn.put_self_logged(&k, &value),
+                3 => txn.put_stored(&k, &value),
+                4 => txn.delete_stored(&k),
+                _ => txn.put_packed(&k, &value),
             }
             match kind {
                 1 | 4 => model.remove(&k),

@@ -176,27 +176,27 @@ impl StateTxn {
     /// of the entries a packed entry holds, see [`packed`](super::packed)). Not read
     /// back by the transaction. The change log keeps it among the stored changes, for
     /// a replay.
-    pub fn put_unlogged(&mut self, key: &[u8], value: &[u8]) {
+    pub fn put_stored(&mut self, key: &[u8], value: &[u8]) {
         self.buffered_bytes += change_bytes(key.len(), Some(value.len()));
         self.records.push(Record::Stored, key, Some(value));
     }
 
-    /// Deletes the entry `key` as [`put_unlogged`](Self::put_unlogged) writes.
-    pub fn delete_unlogged(&mut self, key: &[u8]) {
+    /// Deletes the entry `key` as [`put_stored`](Self::put_stored) writes.
+    pub fn delete_stored(&mut self, key: &[u8]) {
         self.buffered_bytes += change_bytes(key.len(), None);
         self.records.push(Record::Stored, key, None);
     }
 
-    /// Sets the entry `key` to `value` as [`put_unlogged`](Self::put_unlogged) does, where
+    /// Sets the entry `key` to `value` as [`put_stored`](Self::put_stored) does, where
     /// `value` is itself change-log records (see [`packed`](super::packed)) that say
     /// every change it stands for: the change log takes it as one record of both.
-    pub fn put_self_logged(&mut self, key: &[u8], value: &[u8]) {
+    pub fn put_packed(&mut self, key: &[u8], value: &[u8]) {
         self.buffered_bytes += change_bytes(key.len(), Some(value.len()));
         self.records.push(Record::Packed, key, Some(value));
     }
 
     /// Records in the change log that the entry `key` became `value` (`None`: was
-    /// deleted), for changes stored with [`put_unlogged`](Self::put_unlogged).
+    /// deleted), for changes stored with [`put_stored`](Self::put_stored).
     pub fn log_change(&mut self, key: &[u8], value: Option<&[u8]>) {
         self.records.push(Record::Entry, key, value);
     }

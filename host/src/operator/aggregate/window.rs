@@ -229,7 +229,7 @@ impl WindowStage {
         let key = packed::packed_key(self.operator_id, key_group, &layout::sortable_i64(end));
         let Some(windows) = open.bucket_mut(bucket) else {
             // Its windows all closed (each logged its delete).
-            txn.delete_unlogged(&key);
+            txn.delete_stored(&key);
             return Ok(());
         };
         let (total, changed) = (windows.slots().len(), windows.changed());
@@ -243,22 +243,22 @@ impl WindowStage {
                     txn.log_change(&scratch.key, Some(&scratch.value));
                 }
                 if slot.single {
-                    txn.delete_unlogged(&scratch.key);
+                    txn.delete_stored(&scratch.key);
                     slot.single = false;
                 }
             }
             scratch.packed_size_hint = value.len() / total + 1;
             if every_window_changed {
                 // The packed value is the records of all its windows' changes.
-                txn.put_self_logged(&key, &value);
+                txn.put_packed(&key, &value);
             } else {
-                txn.put_unlogged(&key, &value);
+                txn.put_stored(&key, &value);
             }
         } else {
             for slot in windows.slots_mut().iter_mut().filter(|slot| slot.changed) {
                 scratch.encode(self, key_group, &slot.key, &slot.window)?;
                 txn.log_change(&scratch.key, Some(&scratch.value));
-                txn.put_unlogged(&scratch.key, &scratch.value);
+                txn.put_stored(&scratch.key, &scratch.value);
                 slot.single = true;
             }
         }
@@ -389,7 +389,7 @@ impl WindowStage {
                 if !sessions.iter().any(|s| s.start == old.start) {
                     scratch.encode_key(self, key_group, key, old.start);
                     txn.log_change(&scratch.key, None);
-                    txn.delete_unlogged(&scratch.key);
+                    txn.delete_stored(&scratch.key);
                 }
             }
             // Only sessions that changed are written back.
@@ -397,7 +397,7 @@ impl WindowStage {
                 if !before.iter().any(|b| same_session(b, session)) {
                     scratch.encode(self, key_group, key, session)?;
                     txn.log_change(&scratch.key, Some(&scratch.value));
-                    txn.put_unlogged(&scratch.key, &scratch.value);
+                    txn.put_stored(&scratch.key, &scratch.value);
                     stats.state_rows_updated += 1;
                     if update {
                         changed.push((shared.clone(), session.clone()));
@@ -435,7 +435,7 @@ impl WindowStage {
                 txn.log_change(&scratch.key, None);
                 // Its packed copy goes with its bucket; an entry of its own is deleted here.
                 if slot.single {
-                    txn.delete_unlogged(&scratch.key);
+                    txn.delete_stored(&scratch.key);
                 }
                 stats.entries_evicted += 1;
                 stats.state_rows_removed += 1;

@@ -5,6 +5,7 @@
 
 mod cbor;
 mod group_by;
+mod group_key;
 mod open_windows;
 mod running;
 mod window;

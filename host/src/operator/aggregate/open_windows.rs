@@ -12,14 +12,15 @@
 //! changed it and whether it is stored on its own rather than (only) in its bucket's
 //! packed entry. Memory: about 60 bytes per aggregate plus 100 per open window.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
-use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use xxhash_rust::xxh3::Xxh3DefaultBuilder;
+use hashbrown::HashTable;
+use xxhash_rust::xxh3::{Xxh3DefaultBuilder, xxh3_64};
 
 use super::cbor;
+use super::group_key::GroupKey;
 use super::running::WindowState;
 use crate::state::{Cf, StateStore, layout, packed};
 
@@ -29,8 +30,8 @@ pub type Bucket = (i64, u16);
 /// One open window, with its group key.
 #[derive(Debug)]
 pub struct Slot {
-    /// The group key (encoded), shared by the key's windows of one batch.
-    pub key: Arc<[u8]>,
+    /// The group key (encoded).
+    pub key: GroupKey,
     /// Its running aggregates.
     pub window: WindowState,
     /// Changed since its bucket was last written back.
@@ -44,8 +45,8 @@ pub struct Slot {
 #[derive(Debug, Default)]
 pub struct BucketWindows {
     slots: Vec<Slot>,
-    /// Each key's place in `slots`.
-    index: HashMap<Arc<[u8]>, u32, Xxh3DefaultBuilder>,
+    /// Each key's place in `slots`, hashed by the key (held in the slot only).
+    index: HashTable<u32>,
     /// How many slots are changed.
     changed: usize,
 }
@@ -73,21 +74,28 @@ impl BucketWindows {
     }
 
     fn position(&self, key: &[u8]) -> Option<usize> {
-        self.index.get(key).map(|&at| at as usize)
+        let slots = &self.slots;
+        self.index.find(xxh3_64(key), |&at| *slots[at as usize].key == *key).map(|&at| at as usize)
     }
 
     fn insert(&mut self, slot: Slot) -> usize {
         self.changed += usize::from(slot.changed);
-        self.index.insert(slot.key.clone(), self.slots.len() as u32);
+        let slots = &self.slots;
+        self.index.insert_unique(xxh3_64(&slot.key), slots.len() as u32, |&at| xxh3_64(&slots[at as usize].key));
         self.slots.push(slot);
         self.slots.len() - 1
     }
 
     fn remove(&mut self, key: &[u8]) -> Option<Slot> {
-        let at = self.index.remove(key)? as usize;
+        let slots = &self.slots;
+        let at = self.index.find_entry(xxh3_64(key), |&at| *slots[at as usize].key == *key).ok()?.remove().0 as usize;
         let slot = self.slots.swap_remove(at);
         if let Some(moved) = self.slots.get(at) {
-            self.index.insert(moved.key.clone(), at as u32);
+            // The last slot moved to `at`.
+            let last = self.slots.len() as u32;
+            if let Some(place) = self.index.find_mut(xxh3_64(&moved.key), |&place| place == last) {
+                *place = at as u32;
+            }
         }
         self.changed -= usize::from(slot.changed);
         Some(slot)
@@ -104,7 +112,7 @@ pub struct OpenWindows {
     closed: Vec<Bucket>,
     /// Sessions only: the ends of each key's open sessions (fixed windows are found
     /// by their end, which their start gives).
-    session_ends: Option<HashMap<Arc<[u8]>, Vec<i64>, Xxh3DefaultBuilder>>,
+    session_ends: Option<HashMap<GroupKey, Vec<i64>, Xxh3DefaultBuilder>>,
     windows: usize,
 }
 
@@ -124,8 +132,6 @@ impl OpenWindows {
         }
         let txn = store.begin();
         let bound = |group: u16| [operator.to_be_bytes(), group.to_be_bytes()].concat();
-        // A key's windows share its bytes.
-        let mut keys: HashSet<Arc<[u8]>, Xxh3DefaultBuilder> = HashSet::default();
         // Key groups are below the count, a u16: the range's end is a key group's prefix.
         // In a key group, the packed entries (no grouping key) come before the windows
         // stored on their own, which are newer.
@@ -141,14 +147,7 @@ impl OpenWindows {
                 }
                 let window: WindowState =
                     ciborium::from_reader(payload).context("a window's state in the store does not decode")?;
-                let key = match keys.get(key) {
-                    Some(shared) => shared.clone(),
-                    None => {
-                        let shared: Arc<[u8]> = Arc::from(key);
-                        keys.insert(shared.clone());
-                        shared
-                    }
-                };
+                let key = GroupKey::new(key);
                 // Of two copies of a window, the later (stored on its own) is kept.
                 let bucket = table.buckets.entry((window.end, key_group)).or_default();
                 if let Some(at) = bucket.position(&key) {
@@ -198,7 +197,7 @@ impl OpenWindows {
 
     /// Adds `partial` (one batch's rows of a fixed window) to the key's window with
     /// the same end, opening it if needed; returns the window as it now is.
-    pub fn add(&mut self, key: &Arc<[u8]>, key_group: u16, partial: WindowState) -> &Slot {
+    pub fn add(&mut self, key: &GroupKey, key_group: u16, partial: WindowState) -> &Slot {
         let windows = self.buckets.entry((partial.end, key_group)).or_default();
         let at = match windows.position(key) {
             Some(at) => {
@@ -220,7 +219,7 @@ impl OpenWindows {
 
     /// Replaces the key's sessions by `sessions` (after merging; the stage stores
     /// sessions on their own, not packed).
-    pub fn replace_sessions(&mut self, key: &Arc<[u8]>, key_group: u16, sessions: Vec<WindowState>) {
+    pub fn replace_sessions(&mut self, key: &GroupKey, key_group: u16, sessions: Vec<WindowState>) {
         let Some(session_ends) = &mut self.session_ends else { return };
         for end in session_ends.remove(&**key).unwrap_or_default() {
             let bucket = (end, key_group);
@@ -310,6 +309,31 @@ pub fn window_key_into(out: &mut Vec<u8>, operator: u16, key_group: u16, key: &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bucket_finds_each_key_after_inserts_and_removals() {
+        let key = |i: u32| GroupKey::new(format!("key-{i}").as_bytes());
+        let mut bucket = BucketWindows::default();
+        let mut model: Vec<u32> = Vec::new();
+        for i in 0..500 {
+            let window = WindowState::new(i64::from(i), i64::from(i) + 1, 0);
+            bucket.insert(Slot { key: key(i), window, changed: i % 3 == 0, single: false });
+            model.push(i);
+            // Now and then one from the middle goes (the last slot moves into its place).
+            if i % 4 == 3 {
+                let gone = model.remove(model.len() / 2);
+                let slot = bucket.remove(&key(gone)).expect("an inserted key is removed");
+                assert_eq!(slot.window.start, i64::from(gone));
+                assert!(bucket.remove(&key(gone)).is_none());
+            }
+        }
+        assert_eq!(bucket.slots().len(), model.len());
+        assert_eq!(bucket.changed(), model.iter().filter(|i| *i % 3 == 0).count());
+        for i in 0..500 {
+            let found = bucket.position(&key(i)).map(|at| bucket.slots()[at].window.start);
+            assert_eq!(found, model.contains(&i).then_some(i64::from(i)), "key-{i}");
+        }
+    }
 
     #[test]
     fn window_keys_are_the_map_entries_serde_would_write() -> Result<()> {

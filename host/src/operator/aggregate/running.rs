@@ -13,8 +13,8 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use serde::{Deserialize, Serialize};
 
 use super::cbor;
+use super::group_key::GroupKey;
 use crate::contract::Scalar;
-use crate::operator::grouping::inline_prefix;
 use crate::pipeline::{Aggregate, AggregateFn};
 
 /// The time zone of eddy's TIMESTAMP columns (as `contract::arrow_type` makes them).
@@ -382,20 +382,18 @@ pub fn output_rows(
 }
 
 /// The place of a window stage's output row: by window (start, end), then group key
-/// (encoded). The key's first bytes are held inline ([`inline_prefix`]) and compared
-/// before the whole key, which is then rarely read (a cache miss each).
+/// (encoded).
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct OutputOrder {
     start: i64,
     end: i64,
-    head: u128,
-    key: Arc<[u8]>,
+    key: GroupKey,
 }
 
 impl OutputOrder {
     /// The place of `window` of the group `key`.
-    pub fn new(key: Arc<[u8]>, window: &WindowState) -> Self {
-        OutputOrder { start: window.start, end: window.end, head: inline_prefix(&key), key }
+    pub fn new(key: GroupKey, window: &WindowState) -> Self {
+        OutputOrder { start: window.start, end: window.end, key }
     }
 
     /// The group key.

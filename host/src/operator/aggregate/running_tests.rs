@@ -10,12 +10,12 @@ fn shards_output_merges_by_window_then_key() -> Result<()> {
         let values = Int64Array::from(rows.iter().map(|r| r.3).collect::<Vec<_>>());
         let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(values)])?;
         let place = |(start, end, key, _): &(i64, i64, &str, i64)| {
-            OutputOrder::new(Arc::from(key.as_bytes()), &WindowState::new(*start, *end, 0))
+            OutputOrder::new(GroupKey::new(key.as_bytes()), &WindowState::new(*start, *end, 0))
         };
         Ok((batch, rows.iter().map(place).collect()))
     };
-    // Keys alike in their first 16 bytes (held inline) are ordered by the rest, a key
-    // before itself followed by a NUL.
+    // Keys ordered by their bytes, also keys too long to be held inline (over 30
+    // bytes) and a key before itself followed by a NUL.
     let first = shard(&[
         (0, 10, "a", 0),
         (0, 10, "c", 2),
@@ -23,6 +23,7 @@ fn shards_output_merges_by_window_then_key() -> Result<()> {
         (20, 30, "b", 6),
         (30, 40, "the-first-16-bytes", 7),
         (30, 40, "the-first-16-bytes-b", 9),
+        (30, 40, "the-first-16-bytes-d-and-more-than-30", 12),
     ])?;
     let second = shard(&[
         (0, 10, "b", 1),
@@ -30,11 +31,12 @@ fn shards_output_merges_by_window_then_key() -> Result<()> {
         (10, 20, "c", 5),
         (30, 40, "the-first-16-bytes\0", 8),
         (30, 40, "the-first-16-bytes-c", 10),
+        (30, 40, "the-first-16-bytes-c-and-more-than-30", 11),
     ])?;
     let empty = shard(&[])?;
     let merged = merge_in_order(&schema, vec![first, empty, second])?;
     let rows = merged.column(0).as_any().downcast_ref::<Int64Array>().context("row column")?;
-    assert_eq!(rows.values().to_vec(), (0..11).collect::<Vec<i64>>());
+    assert_eq!(rows.values().to_vec(), (0..13).collect::<Vec<i64>>());
     assert_eq!(merge_in_order(&schema, vec![shard(&[])?])?.num_rows(), 0);
     Ok(())
 }

@@ -27,12 +27,12 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use arrow::array::{Array, RecordBatch, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType, Field, SchemaRef, TimeUnit};
 
+use super::group_key::GroupKey;
 use super::open_windows::{Bucket, OpenWindows, window_key_into};
 use super::running::{self, Column, OutputOrder, Values, WindowState, merge_in_order};
 use crate::contract::OutputMode;
@@ -172,7 +172,7 @@ impl WindowStage {
     ) -> Result<ShardOutput> {
         let mut txn = store.begin();
         let mut stats = StageStats::default();
-        let mut changed: Vec<(Arc<[u8]>, WindowState)> = Vec::new();
+        let mut changed: Vec<(GroupKey, WindowState)> = Vec::new();
         let mut scratch = Scratch::default();
         for rows in keys {
             stats.keys_with_input += 1;
@@ -201,7 +201,7 @@ impl WindowStage {
     }
 
     /// Output rows of `windows`, in [`OutputOrder`].
-    fn output_rows(&self, windows: Vec<(Arc<[u8]>, WindowState)>) -> Result<(RecordBatch, Vec<OutputOrder>)> {
+    fn output_rows(&self, windows: Vec<(GroupKey, WindowState)>) -> Result<(RecordBatch, Vec<OutputOrder>)> {
         let mut placed: Vec<(OutputOrder, WindowState)> =
             windows.into_iter().map(|(key, window)| (OutputOrder::new(key, &window), window)).collect();
         placed.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
@@ -377,10 +377,10 @@ impl WindowStage {
         rows: &KeyRows,
         batch: &BatchRows,
         stats: &mut StageStats,
-        changed: &mut Vec<(Arc<[u8]>, WindowState)>,
+        changed: &mut Vec<(GroupKey, WindowState)>,
     ) -> Result<()> {
         let (key_group, key, rows) = (rows.key_group, rows.key, rows.rows);
-        let shared: Arc<[u8]> = Arc::from(key);
+        let shared = GroupKey::new(key);
         let update = self.spec.output_mode == OutputMode::Update;
         if let WindowKind::Session { .. } = self.spec.windows {
             let before = open.sessions_of(key, key_group);
@@ -426,7 +426,7 @@ impl WindowStage {
         scratch: &mut Scratch,
         watermark: i64,
         stats: &mut StageStats,
-    ) -> Vec<(Arc<[u8]>, WindowState)> {
+    ) -> Vec<(GroupKey, WindowState)> {
         let mut closed = Vec::new();
         for ((_, key_group), slots) in open.close_until(watermark) {
             closed.reserve(slots.len());

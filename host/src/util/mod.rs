@@ -1,9 +1,11 @@
 //! Ground utilities every room may use: atomic file writes and leftovers of
-//! interrupted ones, the clock and ISO-8601 timestamps, random ids.
+//! interrupted ones, the clock and ISO-8601 timestamps, random ids, cache hints.
 
+mod cache;
 pub mod fs;
 mod time;
 mod uuid;
 
+pub use cache::prefetch;
 pub use time::{format_micros_iso, now_micros};
 pub use uuid::{format_uuid_v4, new_uuid_v4};

@@ -16,6 +16,7 @@ use super::cbor;
 use super::group_key::GroupKey;
 use crate::contract::Scalar;
 use crate::pipeline::{Aggregate, AggregateFn};
+use crate::util::prefetch;
 
 /// The time zone of eddy's TIMESTAMP columns (as `contract::arrow_type` makes them).
 const TIME_ZONE: &str = "+00:00";
@@ -107,6 +108,9 @@ impl Running {
         }
     }
 }
+
+/// How many windows ahead of the one a loop reads it starts loading the aggregates of.
+pub const PREFETCH_AHEAD: usize = 8;
 
 /// One window of one group, as kept in state.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -370,13 +374,22 @@ pub fn output_rows(
         columns.push(timestamps(|w| w.start));
         columns.push(timestamps(|w| w.end));
     }
+    // Each window's aggregates (scattered in the heap) are read once, for every column,
+    // the next ones' loads started ahead.
+    let mut values: Vec<Vec<Option<Number>>> = functions.iter().map(|_| Vec::with_capacity(windows.len())).collect();
+    for (at, (_, window)) in windows.iter().enumerate() {
+        if let Some((_, ahead)) = windows.get(at + PREFETCH_AHEAD) {
+            prefetch(&ahead.aggregates[..]);
+        }
+        for ((column, function), running) in
+            values.iter_mut().zip(functions).zip(window.aggregates.iter().map(Some).chain(std::iter::repeat(None)))
+        {
+            column.push(running.and_then(|running| result(running, *function)));
+        }
+    }
     let first_aggregate = groups + if windowed { 2 } else { 0 };
-    for (index, (field, function)) in schema.fields().iter().skip(first_aggregate).zip(functions).enumerate() {
-        let values: Vec<Option<Number>> = windows
-            .iter()
-            .map(|(_, w)| w.aggregates.get(index).and_then(|running| result(running, *function)))
-            .collect();
-        columns.push(numbers(field.data_type(), &values));
+    for (field, values) in schema.fields().iter().skip(first_aggregate).zip(&values) {
+        columns.push(numbers(field.data_type(), values));
     }
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }

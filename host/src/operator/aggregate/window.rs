@@ -34,12 +34,13 @@ use arrow::datatypes::{DataType, Field, SchemaRef, TimeUnit};
 
 use super::group_key::GroupKey;
 use super::open_windows::{Bucket, OpenWindows, window_key_into};
-use super::running::{self, Column, OutputOrder, Values, WindowState, merge_in_order};
+use super::running::{self, Column, OutputOrder, PREFETCH_AHEAD, Values, WindowState, merge_in_order};
 use crate::contract::OutputMode;
 use crate::operator::grouping::{KeyRows, group_by_key, key_group_ranges_per_core, keys_of_ranges, on_threads};
 use crate::operator::stage::{BatchTime, Stage, StageOutput, StageStats};
 use crate::pipeline::{AggregateFn, StageSpec, WindowKind, WindowSpec};
 use crate::state::{OperatorStateSchema, StateKind, StateStore, StateTxn, VariableDecl, layout, packed};
+use crate::util::prefetch;
 
 /// A window stage.
 pub struct WindowStage {
@@ -236,7 +237,12 @@ impl WindowStage {
         if changed * 2 >= total {
             let every_window_changed = changed == total;
             let mut value = Vec::with_capacity(scratch.packed_size_hint * total);
-            for slot in windows.slots_mut() {
+            let slots = windows.slots_mut();
+            for at in 0..slots.len() {
+                if let Some(ahead) = slots.get(at + PREFETCH_AHEAD) {
+                    prefetch(&ahead.window.aggregates[..]);
+                }
+                let slot = &mut slots[at];
                 scratch.encode(self, key_group, &slot.key, &slot.window)?;
                 packed::pack(&mut value, &scratch.key, &scratch.value);
                 if !every_window_changed && slot.changed {

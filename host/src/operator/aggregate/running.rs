@@ -381,10 +381,8 @@ pub fn output_rows(
         if let Some((_, ahead)) = windows.get(at + PREFETCH_AHEAD) {
             prefetch(&ahead.aggregates[..]);
         }
-        for ((column, function), running) in
-            values.iter_mut().zip(functions).zip(window.aggregates.iter().map(Some).chain(std::iter::repeat(None)))
-        {
-            column.push(running.and_then(|running| result(running, *function)));
+        for (index, (column, function)) in values.iter_mut().zip(functions).enumerate() {
+            column.push(window.aggregates.get(index).and_then(|running| result(running, *function)));
         }
     }
     let first_aggregate = groups + if windowed { 2 } else { 0 };

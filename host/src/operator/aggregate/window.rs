@@ -386,7 +386,7 @@ impl WindowStage {
         changed: &mut Vec<(GroupKey, WindowState)>,
     ) -> Result<()> {
         let (key_group, key, rows) = (rows.key_group, rows.key, rows.rows);
-        let shared = GroupKey::new(key);
+        let group_key = GroupKey::new(key);
         let update = self.spec.output_mode == OutputMode::Update;
         if let WindowKind::Session { .. } = self.spec.windows {
             let before = open.sessions_of(key, key_group);
@@ -406,15 +406,15 @@ impl WindowStage {
                     txn.put_stored(&scratch.key, &scratch.value);
                     stats.state_rows_updated += 1;
                     if update {
-                        changed.push((shared.clone(), session.clone()));
+                        changed.push((group_key.clone(), session.clone()));
                     }
                 }
             }
-            open.replace_sessions(&shared, key_group, sessions);
+            open.replace_sessions(&group_key, key_group, sessions);
         } else {
             for partial in self.partials(rows, batch, stats) {
                 // Its change-log record is made when its bucket is written back.
-                let slot = open.add(&shared, key_group, partial);
+                let slot = open.add(&group_key, key_group, partial);
                 stats.state_rows_updated += 1;
                 if update {
                     changed.push((slot.key.clone(), slot.window.clone()));

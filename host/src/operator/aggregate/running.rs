@@ -307,6 +307,18 @@ impl Values {
         Values { columns: columns.iter().map(column).collect() }
     }
 
+    /// Starts loading the values of row `row` (see [`prefetch`]).
+    pub fn prefetch_row(&self, row: usize) {
+        for column in &self.columns {
+            match column {
+                ValueColumn::Int(ints) => ints.values().get(row).map(prefetch),
+                ValueColumn::Float(floats) => floats.values().get(row).map(prefetch),
+                ValueColumn::Time(times) => times.values().get(row).map(prefetch),
+                ValueColumn::Rows | ValueColumn::Present(_) => None,
+            };
+        }
+    }
+
     /// Adds row `row` to the running aggregates `state`.
     pub fn add_row(&self, row: usize, state: &mut [Running]) {
         for (running, column) in state.iter_mut().zip(&self.columns) {

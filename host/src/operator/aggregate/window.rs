@@ -70,6 +70,23 @@ struct BatchRows {
     watermark: Option<i64>,
 }
 
+impl BatchRows {
+    /// Starts loading the times and values of (the first few of) `rows`: a key's rows
+    /// are scattered over the batch's columns.
+    fn prefetch_rows(&self, rows: &[u32]) {
+        for &row in rows.iter().take(4) {
+            let row = row as usize;
+            if let Some(time) = self.times.values().get(row) {
+                prefetch(time);
+            }
+            self.values.prefetch_row(row);
+        }
+    }
+}
+
+/// How many keys ahead of the one a shard adds it starts loading the rows of.
+const KEYS_AHEAD: usize = 4;
+
 /// What one shard did in a batch.
 struct ShardOutput {
     txn: StateTxn,
@@ -175,7 +192,10 @@ impl WindowStage {
         let mut stats = StageStats::default();
         let mut changed: Vec<(GroupKey, WindowState)> = Vec::new();
         let mut scratch = Scratch::default();
-        for rows in keys {
+        for (at, rows) in keys.iter().enumerate() {
+            if let Some(ahead) = keys.get(at + KEYS_AHEAD) {
+                batch.prefetch_rows(ahead.rows);
+            }
             stats.keys_with_input += 1;
             self.add_rows(open, &mut txn, &mut scratch, rows, batch, &mut stats, &mut changed)?;
         }

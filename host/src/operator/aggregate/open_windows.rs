@@ -74,14 +74,24 @@ impl BucketWindows {
     }
 
     fn position(&self, key: &[u8]) -> Option<usize> {
+        self.position_hashed(xxh3_64(key), key)
+    }
+
+    /// The place of `key`, whose hash is `hash`.
+    fn position_hashed(&self, hash: u64, key: &[u8]) -> Option<usize> {
         let slots = &self.slots;
-        self.index.find(xxh3_64(key), |&at| *slots[at as usize].key == *key).map(|&at| at as usize)
+        self.index.find(hash, |&at| *slots[at as usize].key == *key).map(|&at| at as usize)
     }
 
     fn insert(&mut self, slot: Slot) -> usize {
+        self.insert_hashed(xxh3_64(&slot.key), slot)
+    }
+
+    /// Adds `slot`, whose key's hash is `hash` (and not in the bucket yet).
+    fn insert_hashed(&mut self, hash: u64, slot: Slot) -> usize {
         self.changed += usize::from(slot.changed);
         let slots = &self.slots;
-        self.index.insert_unique(xxh3_64(&slot.key), slots.len() as u32, |&at| xxh3_64(&slots[at as usize].key));
+        self.index.insert_unique(hash, slots.len() as u32, |&at| xxh3_64(&slots[at as usize].key));
         self.slots.push(slot);
         self.slots.len() - 1
     }
@@ -93,7 +103,9 @@ impl BucketWindows {
         if let Some(moved) = self.slots.get(at) {
             // The last slot moved to `at`.
             let last = self.slots.len() as u32;
-            if let Some(place) = self.index.find_mut(xxh3_64(&moved.key), |&place| place == last) {
+            let place = self.index.find_mut(xxh3_64(&moved.key), |&place| place == last);
+            debug_assert!(place.is_some(), "a bucket's index lacks one of its windows");
+            if let Some(place) = place {
                 *place = at as u32;
             }
         }
@@ -199,7 +211,8 @@ impl OpenWindows {
     /// the same end, opening it if needed; returns the window as it now is.
     pub fn add(&mut self, key: &GroupKey, key_group: u16, partial: WindowState) -> &Slot {
         let windows = self.buckets.entry((partial.end, key_group)).or_default();
-        let at = match windows.position(key) {
+        let hash = xxh3_64(key);
+        let at = match windows.position_hashed(hash, key) {
             Some(at) => {
                 let slot = &mut windows.slots[at];
                 slot.window.merge(&partial);
@@ -211,7 +224,7 @@ impl OpenWindows {
             }
             None => {
                 self.windows += 1;
-                windows.insert(Slot { key: key.clone(), window: partial, changed: true, single: false })
+                windows.insert_hashed(hash, Slot { key: key.clone(), window: partial, changed: true, single: false })
             }
         };
         &windows.slots[at]

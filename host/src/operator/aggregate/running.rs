@@ -314,6 +314,7 @@ impl Values {
                 ValueColumn::Int(ints) => ints.values().get(row).map(prefetch),
                 ValueColumn::Float(floats) => floats.values().get(row).map(prefetch),
                 ValueColumn::Time(times) => times.values().get(row).map(prefetch),
+                // Nothing read but validity, or nothing at all.
                 ValueColumn::Rows | ValueColumn::Present(_) => None,
             };
         }

@@ -113,6 +113,29 @@ fn table_cell(dom: &str, batch: u64, field: &str) -> String {
     value[..value.find('<').expect("cell end")].to_string()
 }
 
+/// The progress records and the metrics of the same committed batches: the batch
+/// whose commit file the test saw may not be in the monitor yet, and a batch may
+/// commit between the two requests, so both are read until the records before and
+/// after the metrics agree with them (at least three batches).
+fn consistent_snapshot(address: &str) -> (Vec<Value>, String) {
+    let progress = || -> Vec<Value> {
+        serde_json::from_str(&get(address, "/api/progress?last=100").1).expect("progress records are JSON")
+    };
+    let mut snapshot = None;
+    wait_until("progress records and metrics of the same three or more batches", || {
+        let before = progress();
+        let metrics = get(address, "/metrics").1;
+        let after = progress();
+        let batches = sample(&metrics, "eddy_batches_total{query=\"watched\"}");
+        let agree = before.len() >= 3 && before.len() == after.len() && before.len() as f64 == batches;
+        if agree {
+            snapshot = Some((after, metrics));
+        }
+        agree
+    });
+    snapshot.expect("a snapshot was taken")
+}
+
 fn start_query(dir: &Path, address: &str) -> Child {
     let wasm = repo_root().join("build/wasm/running_count.wasm");
     let spec = format!(
@@ -146,8 +169,7 @@ fn metrics_and_the_dashboard_show_what_the_progress_records_say() {
     wait_until("readiness", || get(&address, "/readyz").0 == 200);
     assert_eq!(get(&address, "/healthz"), (200, "ok\n".to_string()));
 
-    let records: Vec<Value> = serde_json::from_str(&get(&address, "/api/progress?last=100").1).expect("records");
-    let metrics = get(&address, "/metrics").1;
+    let (records, metrics) = consistent_snapshot(&address);
     let total = |field: &dyn Fn(&Value) -> u64| records.iter().map(field).sum::<u64>();
     let label = "{query=\"watched\"";
     assert_eq!(records.len() as f64, sample(&metrics, &format!("eddy_batches_total{label}}}")));

@@ -36,6 +36,7 @@ struct Health {
 /// What the endpoint serves.
 struct Shared {
     metrics: Option<QueryMetrics>,
+    /// The last records; its lock also keeps `/metrics` to whole batches.
     records: Mutex<VecDeque<QueryProgress>>,
     checkpoint: Option<CheckpointDir>,
     health: Mutex<Health>,
@@ -65,11 +66,13 @@ impl Monitor {
     }
 
     /// Takes in a committed batch.
+    /// The metrics and the records change under the records' lock, so a scrape
+    /// never sees half a batch.
     pub fn batch(&self, metrics: &BatchMetrics, record: &QueryProgress) {
+        let mut records = self.shared.records.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(query_metrics) = &self.shared.metrics {
             query_metrics.observe(metrics, record.input_rows_per_second, record.processed_rows_per_second);
         }
-        let mut records = self.shared.records.lock().unwrap_or_else(PoisonError::into_inner);
         records.push_back(record.clone());
         while records.len() > KEPT_RECORDS {
             records.pop_front();
@@ -133,7 +136,10 @@ fn respond(shared: &Shared, request: &Request) -> Response<std::io::Cursor<Vec<u
             Err(why) => text(503, &format!("not ready: {why}\n"), "text/plain; charset=utf-8"),
         },
         "/metrics" => match &shared.metrics {
-            Some(metrics) => text(200, &metrics.encode(), "application/openmetrics-text; version=1.0.0; charset=utf-8"),
+            Some(metrics) => {
+                let _whole_batches = shared.records.lock().unwrap_or_else(PoisonError::into_inner);
+                text(200, &metrics.encode(), "application/openmetrics-text; version=1.0.0; charset=utf-8")
+            }
             None => text(404, "no metrics: `eddy ui` serves progress records only\n", "text/plain; charset=utf-8"),
         },
         "/api/progress" => match progress_json(shared, last_of(query)) {

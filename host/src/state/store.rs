@@ -46,7 +46,7 @@ impl StateStore {
         let cache = tuning::shared_block_cache();
         let families =
             CF_NAMES.iter().map(|name| ColumnFamilyDescriptor::new(*name, tuning::family_options(&cache, name)));
-        let db = DB::open_cf_descriptors(&tuning::db_options(), path, families).with_context(|| {
+        let db = DB::open_cf_descriptors(&tuning::db_options(path), path, families).with_context(|| {
             format!(
                 "cannot open the state store in {} (is another eddy process using this checkpoint?)",
                 path.display()

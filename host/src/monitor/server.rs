@@ -65,9 +65,8 @@ impl Monitor {
         Ok(Self { shared, address })
     }
 
-    /// Takes in a committed batch.
-    /// The metrics and the records change under the records' lock, so a scrape
-    /// never sees half a batch.
+    /// Takes in a committed batch: its metrics and its record change under the
+    /// records' lock, so a scrape never sees half a batch.
     pub fn batch(&self, metrics: &BatchMetrics, record: &QueryProgress) {
         let mut records = self.shared.records.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(query_metrics) = &self.shared.metrics {

@@ -7,6 +7,7 @@ mod cbor;
 mod group_by;
 mod group_key;
 mod open_windows;
+mod output_order;
 mod running;
 mod window;
 

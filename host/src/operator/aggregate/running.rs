@@ -13,7 +13,6 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use serde::{Deserialize, Serialize};
 
 use super::cbor;
-use super::group_key::GroupKey;
 use crate::contract::Scalar;
 use crate::pipeline::{Aggregate, AggregateFn};
 use crate::util::prefetch;
@@ -403,49 +402,6 @@ pub fn output_rows(
         columns.push(numbers(field.data_type(), values));
     }
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
-}
-
-/// The place of a window stage's output row: by window (start, end), then group key
-/// (encoded).
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct OutputOrder {
-    start: i64,
-    end: i64,
-    key: GroupKey,
-}
-
-impl OutputOrder {
-    /// The place of `window` of the group `key`.
-    pub fn new(key: GroupKey, window: &WindowState) -> Self {
-        OutputOrder { start: window.start, end: window.end, key }
-    }
-
-    /// The group key.
-    pub fn key(&self) -> &[u8] {
-        &self.key
-    }
-}
-
-/// One batch of the shards' output rows, each shard's in [`OutputOrder`], merged in
-/// that order.
-pub fn merge_in_order(schema: &SchemaRef, mut shards: Vec<(RecordBatch, Vec<OutputOrder>)>) -> Result<RecordBatch> {
-    shards.retain(|(rows, _)| rows.num_rows() > 0);
-    if shards.len() <= 1 {
-        return Ok(shards.pop().map_or_else(|| RecordBatch::new_empty(schema.clone()), |(rows, _)| rows));
-    }
-    let total = shards.iter().map(|(rows, _)| rows.num_rows()).sum();
-    let mut next = vec![0usize; shards.len()];
-    let mut picks: Vec<(usize, usize)> = Vec::with_capacity(total);
-    for _ in 0..total {
-        let shard = (0..shards.len())
-            .filter(|&s| next[s] < shards[s].1.len())
-            .min_by(|&a, &b| shards[a].1[next[a]].cmp(&shards[b].1[next[b]]))
-            .context("the shards' output ran out early")?;
-        picks.push((shard, next[shard]));
-        next[shard] += 1;
-    }
-    let batches: Vec<&RecordBatch> = shards.iter().map(|(rows, _)| rows).collect();
-    Ok(arrow::compute::interleave_record_batch(&batches, &picks)?)
 }
 
 /// An aggregate's value (`None`: null, when no value was seen).

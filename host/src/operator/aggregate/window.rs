@@ -34,7 +34,8 @@ use arrow::datatypes::{DataType, Field, SchemaRef, TimeUnit};
 
 use super::group_key::GroupKey;
 use super::open_windows::{Bucket, OpenWindows, window_key_into};
-use super::running::{self, Column, OutputOrder, PREFETCH_AHEAD, Values, WindowState, merge_in_order};
+use super::output_order::{OutputOrder, in_output_order, merge_in_order};
+use super::running::{self, Column, PREFETCH_AHEAD, Values, WindowState};
 use crate::contract::OutputMode;
 use crate::operator::grouping::{KeyRows, group_by_key, key_group_ranges_per_core, keys_of_ranges, on_threads};
 use crate::operator::stage::{BatchTime, Stage, StageOutput, StageStats};
@@ -223,9 +224,7 @@ impl WindowStage {
 
     /// Output rows of `windows`, in [`OutputOrder`].
     fn output_rows(&self, windows: Vec<(GroupKey, WindowState)>) -> Result<(RecordBatch, Vec<OutputOrder>)> {
-        let mut placed: Vec<(OutputOrder, WindowState)> =
-            windows.into_iter().map(|(key, window)| (OutputOrder::new(key, &window), window)).collect();
-        placed.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
+        let placed = in_output_order(windows);
         let refs: Vec<(&[u8], &WindowState)> = placed.iter().map(|(place, w)| (place.key(), w)).collect();
         let rows = running::output_rows(&self.output_schema, self.group_indices.len(), true, &self.functions, &refs)?;
         Ok((rows, placed.into_iter().map(|(place, _)| place).collect()))

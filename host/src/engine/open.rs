@@ -222,6 +222,7 @@ fn open_processor(
         variables: operator.state_variables(),
         module_sha256: module.sha256.clone(),
         stage: stage.name.clone(),
+        window_aggregates: Vec::new(),
     };
     if let Some(required) = spec.time_mode
         && required != operator.time_mode()

@@ -5,6 +5,8 @@ use serde::Serialize;
 
 use crate::contract::Scalar;
 use crate::contract::rows::scalar_json;
+use crate::operator::window_json;
+use crate::pipeline::AggregateFn;
 use crate::state::layout::{self, NEVER};
 use crate::state::{StateKind, key};
 use crate::util::format_micros_iso;
@@ -48,6 +50,9 @@ pub(super) fn infer_kind(rest: &[u8], raw_value: &[u8]) -> StateKind {
     }
 }
 
+/// An entry as JSON; the values of a window stage (`window_functions`: its aggregates)
+/// are shown with their numbers named.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn decode_entry(
     key: Vec<serde_json::Value>,
     key_group: u16,
@@ -56,6 +61,7 @@ pub(super) fn decode_entry(
     rest: &[u8],
     raw: &[u8],
     now: i64,
+    window_functions: Option<&[AggregateFn]>,
 ) -> StateEntry {
     let expiry_json =
         |expiry: i64| if expiry == NEVER { serde_json::Value::Null } else { format_micros_iso(expiry).into() };
@@ -72,7 +78,11 @@ pub(super) fn decode_entry(
     match kind {
         StateKind::Value | StateKind::Map => match layout::unstamp(raw) {
             Some((expiry, payload)) => {
-                entry.value = payload_json(payload);
+                entry.value = match window_functions.filter(|_| kind == StateKind::Map) {
+                    // A window that does not decode is shown as its bytes are.
+                    Some(functions) => window_json(rest, payload, functions).unwrap_or_else(|_| payload_json(payload)),
+                    None => payload_json(payload),
+                };
                 entry.expires_at = expiry_json(expiry);
                 entry.expired = expiry <= now;
             }

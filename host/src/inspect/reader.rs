@@ -16,17 +16,46 @@ use serde::Serialize;
 
 use super::entry_json::{StateEntry, decode_entry, decode_key, encode_key, hex, infer_kind};
 use crate::checkpoint::CheckpointDir;
+use crate::pipeline::AggregateFn;
 use crate::state::{
     CF_NAMES, CHANGELOG, COMMITTED_BATCH, Cf, OperatorStateSchema, StateKind, changelog, key, layout, packed,
     schema_key, unwritten,
 };
 use crate::util::format_micros_iso;
 
-/// The kind of each declared variable of `schema`.
-fn declared_kinds(schema: Option<&OperatorStateSchema>) -> BTreeMap<String, StateKind> {
-    schema.map_or_else(BTreeMap::new, |schema| {
-        schema.variables.iter().map(|decl| (decl.name.clone(), decl.kind)).collect()
-    })
+/// What an operator's schema says about how to show its entries.
+#[derive(Default)]
+struct Declared {
+    /// The kind of each declared variable.
+    kinds: BTreeMap<String, StateKind>,
+    /// The window stage's aggregate functions, which name the numbers of its windows.
+    window_functions: Option<Vec<AggregateFn>>,
+}
+
+impl Declared {
+    fn of(schema: Option<&OperatorStateSchema>) -> Result<Declared> {
+        let Some(schema) = schema else { return Ok(Declared::default()) };
+        let window_functions = match schema.window_aggregates.as_slice() {
+            [] => None,
+            names => {
+                Some(names.iter().map(|name| AggregateFn::from_name(name)).collect::<Option<Vec<_>>>().with_context(
+                    || format!("the schema of stage '{}' names unknown aggregates {names:?}", schema.stage),
+                )?)
+            }
+        };
+        Ok(Declared {
+            kinds: schema.variables.iter().map(|decl| (decl.name.clone(), decl.kind)).collect(),
+            window_functions,
+        })
+    }
+
+    /// An entry of `variable`'s kind: the declared one, else inferred from its bytes.
+    fn kind(&self, variable: &str, rest: &[u8], value: Option<&[u8]>) -> StateKind {
+        self.kinds
+            .get(variable)
+            .copied()
+            .unwrap_or_else(|| value.map_or(StateKind::Value, |value| infer_kind(rest, value)))
+    }
 }
 
 /// A read-only view of a state store.
@@ -277,9 +306,9 @@ impl StateReader {
     ) -> Result<()> {
         let schema = self.schema(filter.operator)?;
         let key_groups = schema.as_ref().map(|schema| schema.key_groups);
-        let kinds = declared_kinds(schema.as_ref());
+        let declared = Declared::of(schema.as_ref())?;
         let mut visit = |raw_key: &[u8], raw_value: &[u8]| -> Result<bool> {
-            match self.entry_of(&kinds, filter, raw_key, raw_value, now)? {
+            match self.entry_of(&declared, filter, raw_key, raw_value, now)? {
                 Some(entry) => f(entry).map(|()| true),
                 None => Ok(false),
             }
@@ -305,7 +334,7 @@ impl StateReader {
     /// The change feed of batches `from..=to` (as far as the change log retains them):
     /// every state entry each batch wrote or deleted, in batch then key order.
     pub fn changes(&self, operator: u16, from: u64, to: u64) -> Result<Vec<StateChange>> {
-        let kinds = declared_kinds(self.schema(operator)?.as_ref());
+        let declared = Declared::of(self.schema(operator)?.as_ref())?;
         // Each with its state key: a batch's changes are put in key order at the end.
         let mut changes: Vec<(Vec<u8>, StateChange)> = Vec::new();
         self.scan(CHANGELOG, &[], |raw_key, raw_value| {
@@ -322,18 +351,15 @@ impl StateReader {
                 if entry_operator != operator {
                     continue;
                 }
-                let kind = kinds
-                    .get(variable)
-                    .copied()
-                    .unwrap_or_else(|| value.map_or(StateKind::Value, |value| infer_kind(rest, value)));
                 let mut entry = decode_entry(
                     decode_key(key_bytes),
                     key_group,
                     variable,
-                    kind,
+                    declared.kind(variable, rest, value),
                     rest,
                     value.unwrap_or_default(),
                     i64::MIN,
+                    declared.window_functions.as_deref(),
                 );
                 if value.is_none() {
                     entry.value = serde_json::Value::Null;
@@ -352,7 +378,7 @@ impl StateReader {
     /// Decodes one state-CF entry if `filter` selects it.
     fn entry_of(
         &self,
-        kinds: &BTreeMap<String, StateKind>,
+        declared: &Declared,
         filter: &EntryFilter,
         raw_key: &[u8],
         raw_value: &[u8],
@@ -368,8 +394,9 @@ impl StateReader {
         if filter.key.as_ref().is_some_and(|wanted| *wanted != key_json) {
             return Ok(None);
         }
-        let kind = kinds.get(variable).copied().unwrap_or_else(|| infer_kind(rest, raw_value));
-        Ok(Some(decode_entry(key_json, key_group, variable, kind, rest, raw_value, now)))
+        let kind = declared.kind(variable, rest, Some(raw_value));
+        let windows = declared.window_functions.as_deref();
+        Ok(Some(decode_entry(key_json, key_group, variable, kind, rest, raw_value, now, windows)))
     }
 
     /// Calls `f` with every entry `filter` selects as the state was when batch
@@ -415,9 +442,9 @@ impl StateReader {
             }
             Ok(())
         })?;
-        let kinds = declared_kinds(self.schema(filter.operator)?.as_ref());
+        let declared = Declared::of(self.schema(filter.operator)?.as_ref())?;
         for (raw_key, raw_value) in &state {
-            if let Some(entry) = self.entry_of(&kinds, filter, raw_key, raw_value, now)? {
+            if let Some(entry) = self.entry_of(&declared, filter, raw_key, raw_value, now)? {
                 f(entry)?;
             }
         }

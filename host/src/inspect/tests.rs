@@ -96,6 +96,7 @@ fn key_filter_works_with_and_without_key_groups() {
         variables: vec![],
         module_sha256: "00".into(),
         stage: String::new(),
+        window_aggregates: Vec::new(),
     };
     store.write_meta(&schema_key(0), &serde_json::to_vec(&schema).unwrap()).unwrap();
     let reader = StateReader::open(dir.path()).unwrap();
@@ -145,6 +146,7 @@ fn declared_schema_overrides_inference() {
         variables: vec![decl("session", StateKind::Value, Some(10))],
         module_sha256: "00".into(),
         stage: String::new(),
+        window_aggregates: Vec::new(),
     };
     store.write_meta(&schema_key(0), &serde_json::to_vec(&schema).unwrap()).unwrap();
     let reader = StateReader::open(dir.path()).unwrap();
@@ -167,6 +169,7 @@ fn reads_the_schema_the_engine_records() {
         variables: vec![decl("events", StateKind::List, None)],
         module_sha256: "00".into(),
         stage: String::new(),
+        window_aggregates: Vec::new(),
     };
     let checkpoint = tempfile::tempdir().unwrap();
     let found = check(&store, 0, &engine_schema, &[], &CheckpointDir::new(checkpoint.path())).unwrap();

@@ -76,6 +76,7 @@ impl DedupStage {
             variables: vec![self.seen.clone()],
             module_sha256: format!("builtin:dedup:{:?}", self.retention),
             stage: self.name.clone(),
+            window_aggregates: Vec::new(),
         }
     }
 

@@ -11,7 +11,7 @@ mod stage;
 mod top_keys;
 mod wasm_operator;
 
-pub use aggregate::{AggregateStage, WindowStage};
+pub use aggregate::{AggregateStage, WindowStage, window_json};
 pub use dedup::DedupStage;
 pub use grouping::{Grouped, KeyRows, group_by_key};
 pub use shards::ShardedOperator;

@@ -203,12 +203,9 @@ pub fn parse_aggregate(text: &str) -> std::result::Result<Aggregate, String> {
         None => (call, None),
     };
     let function = match function_name.to_ascii_lowercase().as_str() {
-        "count" => AggregateFn::Count,
-        "sum" => AggregateFn::Sum,
-        "min" => AggregateFn::Min,
-        "max" => AggregateFn::Max,
-        "avg" | "mean" => AggregateFn::Avg,
-        other => return Err(format!("'{text}': unknown aggregate '{other}'; expected count, sum, min, max or avg")),
+        "mean" => AggregateFn::Avg,
+        other => AggregateFn::from_name(other)
+            .ok_or_else(|| format!("'{text}': unknown aggregate '{other}'; expected count, sum, min, max or avg"))?,
     };
     if function != AggregateFn::Count && column.is_none() {
         return Err(format!("'{text}': {function_name} needs a column, e.g. {function_name}(amount)"));

@@ -260,6 +260,28 @@ pub enum AggregateFn {
     Avg,
 }
 
+impl AggregateFn {
+    /// Every function, in the order of [`name`](Self::name)'s list.
+    const ALL: [AggregateFn; 5] =
+        [AggregateFn::Count, AggregateFn::Sum, AggregateFn::Min, AggregateFn::Max, AggregateFn::Avg];
+
+    /// Its name in a spec: `count`, `sum`, `min`, `max`, `avg`.
+    pub fn name(self) -> &'static str {
+        match self {
+            AggregateFn::Count => "count",
+            AggregateFn::Sum => "sum",
+            AggregateFn::Min => "min",
+            AggregateFn::Max => "max",
+            AggregateFn::Avg => "avg",
+        }
+    }
+
+    /// The function named `name` (as [`name`](Self::name) gives it).
+    pub fn from_name(name: &str) -> Option<AggregateFn> {
+        Self::ALL.into_iter().find(|function| function.name() == name)
+    }
+}
+
 /// One output column of a window stage.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Aggregate {

@@ -32,6 +32,10 @@ pub struct OperatorStateSchema {
     /// The stage's name in the pipeline (`eddy state read --operator NAME`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub stage: String,
+    /// The window stage's aggregate functions in order (`count`, `sum`, `min`, `max`,
+    /// `avg`): its values hold their numbers by position, which the reader names by these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub window_aggregates: Vec<String>,
 }
 
 /// The meta key of `operator`'s state schema.

@@ -72,6 +72,7 @@ impl AggregateStage {
             variables: vec![self.aggregates.clone()],
             module_sha256: format!("builtin:aggregate:{:?}", self.spec.aggregates),
             stage: self.name.clone(),
+            window_aggregates: Vec::new(),
         }
     }
 

@@ -10,6 +10,8 @@ mod open_windows;
 mod output_order;
 mod running;
 mod window;
+mod window_value;
 
 pub use group_by::AggregateStage;
 pub use window::WindowStage;
+pub use window_value::window_json;

@@ -22,6 +22,8 @@ use xxhash_rust::xxh3::{Xxh3DefaultBuilder, xxh3_64};
 use super::cbor;
 use super::group_key::GroupKey;
 use super::running::WindowState;
+use super::window_value;
+use crate::pipeline::AggregateFn;
 use crate::state::{Cf, StateStore, layout, packed};
 
 /// The windows of one end in one key group: what one packed entry holds.
@@ -137,6 +139,7 @@ impl OpenWindows {
         key_groups: Range<u16>,
         now: i64,
         sessions: bool,
+        functions: &[AggregateFn],
     ) -> Result<OpenWindows> {
         let mut table = OpenWindows { as_of: store.committed_batch()?, ..OpenWindows::default() };
         if sessions {
@@ -151,14 +154,15 @@ impl OpenWindows {
             let single = !packed::is_packed(&raw_key);
             let entries = if single { vec![(&raw_key[..], &raw_value[..])] } else { packed::unpack(&raw_value)? };
             for (entry_key, value) in entries {
-                let (_, key_group, key, _, _) =
+                let (_, key_group, key, _, map_key) =
                     layout::split_state_key(entry_key).context("a state key of the window stage is corrupt")?;
                 let (expiry, payload) = layout::unstamp(value).context("a window's state in the store is corrupt")?;
                 if expiry <= now {
                     continue;
                 }
-                let window: WindowState =
-                    ciborium::from_reader(payload).context("a window's state in the store does not decode")?;
+                let window = window_value::decode_start(map_key)
+                    .and_then(|start| window_value::decode(start, payload, functions))
+                    .context("a window's state in the store does not decode")?;
                 let key = GroupKey::new(key);
                 // Of two copies of a window, the later (stored on its own) is kept.
                 let bucket = table.buckets.entry((window.end, key_group)).or_default();

@@ -12,7 +12,6 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use serde::{Deserialize, Serialize};
 
-use super::cbor;
 use crate::contract::Scalar;
 use crate::pipeline::{Aggregate, AggregateFn};
 use crate::util::prefetch;
@@ -131,58 +130,6 @@ impl WindowState {
     /// Aggregates outside any window (the aggregate stage's, output without bounds).
     pub fn unbounded(aggregates: Vec<Running>) -> Self {
         WindowState { start: i64::MIN, end: i64::MAX, aggregates }
-    }
-
-    /// The window with only what each aggregate's result reads (`functions`, in the
-    /// aggregates' order): what the store keeps.
-    pub fn trimmed(&self, functions: &[AggregateFn]) -> WindowState {
-        WindowState { start: self.start, end: self.end, aggregates: trimmed(&self.aggregates, functions) }
-    }
-
-    /// Appends [`trimmed`](Self::trimmed) in CBOR to `out`: by hand (the same bytes as
-    /// serde's writer, several times faster) when every number kept is an integer.
-    pub fn encode_trimmed(&self, functions: &[AggregateFn], out: &mut Vec<u8>) -> Result<()> {
-        let kept = |running: &Running, function: &AggregateFn| match function {
-            AggregateFn::Count => [None, None],
-            AggregateFn::Sum | AggregateFn::Avg => [running.sum, None],
-            AggregateFn::Min => [running.min, None],
-            AggregateFn::Max => [running.max, None],
-        };
-        let floats = self.aggregates.iter().zip(functions).any(|(running, function)| {
-            kept(running, function).iter().flatten().any(|number| matches!(number, Number::Float(_)))
-        });
-        if floats {
-            return Ok(ciborium::into_writer(&self.trimmed(functions), out)?);
-        }
-        // Each item's head and name as CBOR text, written as one slice.
-        out.extend_from_slice(b"\xa3\x65start"); // a map of 3, "start"
-        cbor::int(self.start, out);
-        out.extend_from_slice(b"\x63end");
-        cbor::int(self.end, out);
-        out.extend_from_slice(b"\x6aaggregates");
-        cbor::head(4, functions.len().min(self.aggregates.len()) as u64, out);
-        for (running, function) in self.aggregates.iter().zip(functions) {
-            let n = matches!(function, AggregateFn::Count | AggregateFn::Avg).then_some(running.n).filter(|n| *n != 0);
-            let number = |name: &'static [u8], kept: bool, value: Option<Number>| match value {
-                Some(Number::Int(v)) if kept => Some((name, v)),
-                _ => None,
-            };
-            let fields = [
-                number(b"\x63sum", matches!(function, AggregateFn::Sum | AggregateFn::Avg), running.sum),
-                number(b"\x63min", matches!(function, AggregateFn::Min), running.min),
-                number(b"\x63max", matches!(function, AggregateFn::Max), running.max),
-            ];
-            cbor::head(5, u64::from(n.is_some()) + fields.iter().flatten().count() as u64, out);
-            if let Some(n) = n {
-                out.extend_from_slice(b"\x61n");
-                cbor::int(n, out);
-            }
-            for (name, value) in fields.iter().flatten() {
-                out.extend_from_slice(name);
-                cbor::int(*value, out);
-            }
-        }
-        Ok(())
     }
 
     /// Adds another window's (a session merged into this one).
@@ -511,7 +458,3 @@ fn scalars(data_type: &DataType, rows: usize, values: impl Iterator<Item = Resul
         other => bail!("a group column of type {other} cannot be output"),
     })
 }
-
-#[cfg(test)]
-#[path = "running_tests.rs"]
-mod tests;

@@ -2,7 +2,8 @@
 //! gap), cols).agg(...)` in native Rust.
 //!
 //! State per group key: the map `windows` from a window's start (CBOR) to its running
-//! aggregates (see [`running`](super::running)). Fixed windows are stored packed: the
+//! aggregates (see [`running`](super::running)), their numbers stored by position (see
+//! [`window_value`]). Fixed windows are stored packed: the
 //! windows of one end in one key group are one RocksDB value (see
 //! [`packed`](crate::state::packed)), rewritten when most of them changed, so a batch
 //! writes a few large values and closing an end's windows deletes one per key group;
@@ -36,6 +37,7 @@ use super::group_key::GroupKey;
 use super::open_windows::{Bucket, OpenWindows, window_key_into};
 use super::output_order::{OutputOrder, in_output_order, merge_in_order};
 use super::running::{self, Column, PREFETCH_AHEAD, Values, WindowState};
+use super::window_value;
 use crate::contract::OutputMode;
 use crate::operator::grouping::{KeyRows, group_by_key, key_group_ranges_per_core, keys_of_ranges, on_threads};
 use crate::operator::stage::{BatchTime, Stage, StageOutput, StageStats};
@@ -158,8 +160,10 @@ impl WindowStage {
             key_columns: self.spec.group_by.clone(),
             key_groups: self.key_groups,
             variables: vec![self.windows.clone()],
-            // v3: windows packed by end (v2: one entry per window; v1: and a timer each).
-            module_sha256: format!("builtin:window/v3:{:?}:{:?}", self.spec.windows, self.spec.aggregates),
+            // v4: positional values (v3: named CBOR maps, packed by end; v2: one entry per
+            // window; v1: and a timer each).
+            module_sha256: format!("builtin:window/v4:{:?}:{:?}", self.spec.windows, self.spec.aggregates),
+            window_aggregates: self.functions.iter().map(|function| function.name().to_string()).collect(),
             stage: self.name.clone(),
         }
     }
@@ -173,8 +177,9 @@ impl WindowStage {
             Some(shards) if shards.iter().all(|open| open.is_current(committed)) => Ok(shards),
             _ => {
                 let sessions = self.is_session();
-                let load =
-                    |range: &Range<u16>| OpenWindows::load(store, self.operator_id, range.clone(), now, sessions);
+                let load = |range: &Range<u16>| {
+                    OpenWindows::load(store, self.operator_id, range.clone(), now, sessions, &self.functions)
+                };
                 self.shards.iter().map(load).collect()
             }
         }
@@ -262,7 +267,7 @@ impl WindowStage {
                     prefetch(&ahead.window.aggregates[..]);
                 }
                 let slot = &mut slots[at];
-                scratch.encode(self, key_group, &slot.key, &slot.window)?;
+                scratch.encode(self, key_group, &slot.key, &slot.window);
                 packed::pack(&mut value, &scratch.key, &scratch.value);
                 if !every_window_changed && slot.changed {
                     txn.log_change(&scratch.key, Some(&scratch.value));
@@ -281,7 +286,7 @@ impl WindowStage {
             }
         } else {
             for slot in windows.slots_mut().iter_mut().filter(|slot| slot.changed) {
-                scratch.encode(self, key_group, &slot.key, &slot.window)?;
+                scratch.encode(self, key_group, &slot.key, &slot.window);
                 txn.log_change(&scratch.key, Some(&scratch.value));
                 txn.put_stored(&scratch.key, &scratch.value);
                 slot.single = true;
@@ -420,7 +425,7 @@ impl WindowStage {
             // Only sessions that changed are written back.
             for session in &sessions {
                 if !before.iter().any(|b| same_session(b, session)) {
-                    scratch.encode(self, key_group, key, session)?;
+                    scratch.encode(self, key_group, key, session);
                     txn.log_change(&scratch.key, Some(&scratch.value));
                     txn.put_stored(&scratch.key, &scratch.value);
                     stats.state_rows_updated += 1;
@@ -487,13 +492,13 @@ impl Scratch {
         window_key_into(&mut self.key, stage.operator_id, key_group, key, &stage.windows.name, start);
     }
 
-    /// Encodes `window` of `key`: its key and its value (what the aggregates need, in
-    /// CBOR, stamped as never expiring).
-    fn encode(&mut self, stage: &WindowStage, key_group: u16, key: &[u8], window: &WindowState) -> Result<()> {
+    /// Encodes `window` of `key`: its key and its value (what the aggregates need, see
+    /// [`window_value`], stamped as never expiring).
+    fn encode(&mut self, stage: &WindowStage, key_group: u16, key: &[u8], window: &WindowState) {
         self.encode_key(stage, key_group, key, window.start);
         self.value.clear();
         self.value.extend_from_slice(&layout::NEVER.to_be_bytes());
-        window.encode_trimmed(&stage.functions, &mut self.value)
+        window_value::encode(window, &stage.functions, &mut self.value);
     }
 }
 

@@ -79,7 +79,7 @@ pub(super) fn decode_entry(
         StateKind::Value | StateKind::Map => match layout::unstamp(raw) {
             Some((expiry, payload)) => {
                 entry.value = match window_functions.filter(|_| kind == StateKind::Map) {
-                    // A window that does not decode is shown as its bytes are.
+                    // A window that does not decode is shown as its CBOR reads (numbers without names).
                     Some(functions) => window_json(rest, payload, functions).unwrap_or_else(|_| payload_json(payload)),
                     None => payload_json(payload),
                 };

@@ -33,20 +33,17 @@ struct Declared {
 }
 
 impl Declared {
-    fn of(schema: Option<&OperatorStateSchema>) -> Result<Declared> {
-        let Some(schema) = schema else { return Ok(Declared::default()) };
-        let window_functions = match schema.window_aggregates.as_slice() {
-            [] => None,
-            names => {
-                Some(names.iter().map(|name| AggregateFn::from_name(name)).collect::<Option<Vec<_>>>().with_context(
-                    || format!("the schema of stage '{}' names unknown aggregates {names:?}", schema.stage),
-                )?)
-            }
-        };
-        Ok(Declared {
+    /// What `schema` declares; windows of aggregates this eddy does not know (a newer
+    /// one's) are shown as their CBOR reads, without names.
+    fn of(schema: Option<&OperatorStateSchema>) -> Declared {
+        let Some(schema) = schema else { return Declared::default() };
+        let names = &schema.window_aggregates;
+        Declared {
             kinds: schema.variables.iter().map(|decl| (decl.name.clone(), decl.kind)).collect(),
-            window_functions,
-        })
+            window_functions: (!names.is_empty())
+                .then(|| names.iter().map(|name| AggregateFn::from_name(name)).collect::<Option<Vec<_>>>())
+                .flatten(),
+        }
     }
 
     /// An entry of `variable`'s kind: the declared one, else inferred from its bytes.
@@ -306,7 +303,7 @@ impl StateReader {
     ) -> Result<()> {
         let schema = self.schema(filter.operator)?;
         let key_groups = schema.as_ref().map(|schema| schema.key_groups);
-        let declared = Declared::of(schema.as_ref())?;
+        let declared = Declared::of(schema.as_ref());
         let mut visit = |raw_key: &[u8], raw_value: &[u8]| -> Result<bool> {
             match self.entry_of(&declared, filter, raw_key, raw_value, now)? {
                 Some(entry) => f(entry).map(|()| true),
@@ -334,7 +331,7 @@ impl StateReader {
     /// The change feed of batches `from..=to` (as far as the change log retains them):
     /// every state entry each batch wrote or deleted, in batch then key order.
     pub fn changes(&self, operator: u16, from: u64, to: u64) -> Result<Vec<StateChange>> {
-        let declared = Declared::of(self.schema(operator)?.as_ref())?;
+        let declared = Declared::of(self.schema(operator)?.as_ref());
         // Each with its state key: a batch's changes are put in key order at the end.
         let mut changes: Vec<(Vec<u8>, StateChange)> = Vec::new();
         self.scan(CHANGELOG, &[], |raw_key, raw_value| {
@@ -442,7 +439,7 @@ impl StateReader {
             }
             Ok(())
         })?;
-        let declared = Declared::of(self.schema(filter.operator)?.as_ref())?;
+        let declared = Declared::of(self.schema(filter.operator)?.as_ref());
         for (raw_key, raw_value) in &state {
             if let Some(entry) = self.entry_of(&declared, filter, raw_key, raw_value, now)? {
                 f(entry)?;

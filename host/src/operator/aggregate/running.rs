@@ -57,7 +57,7 @@ impl Number {
 }
 
 /// One aggregate's running state: the non-null values seen, their sum, min and max.
-/// The store keeps only what the aggregate's result needs (see [`WindowState::trimmed`]).
+/// The store keeps only what the aggregate's result needs (see [`trimmed`]).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Running {
     /// Rows (count(*)) or non-null values.
@@ -111,7 +111,7 @@ impl Running {
 pub const PREFETCH_AHEAD: usize = 8;
 
 /// One window of one group, as kept in state.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct WindowState {
     /// Inclusive start, microseconds since the epoch.
     pub start: i64,

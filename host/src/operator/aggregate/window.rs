@@ -3,9 +3,8 @@
 //!
 //! State per group key: the map `windows` from a window's start (CBOR) to its running
 //! aggregates (see [`running`](super::running)), their numbers stored by position (see
-//! [`window_value`]). Fixed windows are stored packed: the
-//! windows of one end in one key group are one RocksDB value (see
-//! [`packed`](crate::state::packed)), rewritten when most of them changed, so a batch
+//! [`window_value`]). Fixed windows are stored packed: the windows of one end in one
+//! key group are one RocksDB value (see [`packed`](crate::state::packed)), rewritten when most of them changed, so a batch
 //! writes a few large values and closing an end's windows deletes one per key group;
 //! when few of them changed, those are written as entries of their own (newer than the
 //! packed copy). Sessions, whose ends move, are entries of their own. The change log

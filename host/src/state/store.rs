@@ -7,6 +7,7 @@
 //! A transaction counts what its buffer holds ([`StateTxn::buffered_bytes`]) so that
 //! the processor's share of it can be held to `operator.max-state-bytes-per-batch`.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -108,6 +109,7 @@ impl StateStore {
             dropped_ranges: Vec::new(),
             buffered_bytes: 0,
             resident: self.resident.reader(),
+            resident_finger: Cell::new(0),
         }
     }
 

@@ -2,6 +2,7 @@
 //! visible to its own later reads, over the committed state (the store's in-memory
 //! copy, what it read ahead, or RocksDB).
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -34,6 +35,8 @@ pub struct StateTxn {
     pub(super) dropped_ranges: Vec<(Cf, Vec<u8>, Vec<u8>)>,
     /// The committed state entries in memory (complete), when the store holds them.
     pub(super) resident: Option<Arc<ResidentState>>,
+    /// Where the last read of `resident` ended (the next read searches from there).
+    pub(super) resident_finger: Cell<usize>,
     /// What `overlay`, `blind` and the stored changes of `records` hold: each change's
     /// key and value bytes plus [`CHANGE_OVERHEAD_BYTES`] (`records` counts its own).
     pub(super) buffered_bytes: u64,
@@ -62,7 +65,7 @@ impl StateTxn {
         if cf == Cf::State
             && let Some(resident) = &self.resident
         {
-            return Ok(resident.get(key).map(<[u8]>::to_vec));
+            return Ok(resident.get_near(key, &self.resident_finger).map(<[u8]>::to_vec));
         }
         if cf == Cf::State
             && let Some(committed) = self.prefetched.get(key)

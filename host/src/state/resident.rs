@@ -109,7 +109,13 @@ fn search(entries: &[Held], key: &[u8], hint: usize) -> Result<usize, usize> {
     let (low, high) = match compare(hint) {
         Ordering::Equal => return Ok(hint),
         Ordering::Less => {
-            let (mut low, mut step) = (hint + 1, 1);
+            // Most often the very next key.
+            match entries.get(hint + 1).map(|held| held.key().cmp(key)) {
+                Some(Ordering::Less) => {}
+                Some(Ordering::Equal) => return Ok(hint + 1),
+                Some(Ordering::Greater) | None => return Err(hint + 1),
+            }
+            let (mut low, mut step) = (hint + 2, 1);
             while low + step <= last && compare(low + step) == Ordering::Less {
                 low += step + 1;
                 step *= 2;

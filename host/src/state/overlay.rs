@@ -6,8 +6,10 @@
 //! a read searches from where the last one ended (the next key is usually near). An
 //! ordered map (a B-tree) would search its way down again for each, comparing the key
 //! with every key of the nodes on its right edge.
-//! The changes that come out of order go to an ordered map beside the run; each key
-//! lives in one of the two.
+//! A batch's second pass over its keys (the due timers, after the input rows) changes
+//! keys below the first run's end, again in increasing order: those make a second run.
+//! The changes that come out of order in both go to an ordered map beside the runs;
+//! each key lives in one of the three.
 //!
 //! A family read by range only once or twice a batch and changed in no useful order
 //! (the timer index, ordered by expiry) keeps its changes in a hash table instead
@@ -23,20 +25,117 @@ use xxhash_rust::xxh3::Xxh3DefaultBuilder;
 /// A change of one entry: the new value, or `None` for a deletion.
 pub type Change = Option<Vec<u8>>;
 
+/// Changes whose keys came in increasing order.
+#[derive(Default)]
+struct Run {
+    /// The changes; `None`: the change was undone (kept, so that the last key only grows).
+    changes: Vec<(Vec<u8>, Option<Change>)>,
+    /// How many changes were undone.
+    undone: usize,
+    /// Where the last search ended: the next search starts there (keys come in order,
+    /// so the next one is usually near).
+    finger: Cell<usize>,
+}
+
+impl Run {
+    fn last(&self) -> Option<&[u8]> {
+        self.changes.last().map(|(key, _)| key.as_slice())
+    }
+
+    /// Whether `key` goes after every key of the run.
+    fn is_past_end(&self, key: &[u8]) -> bool {
+        self.last().is_none_or(|last| key > last)
+    }
+
+    /// Where `key` is, if it is here.
+    fn find(&self, key: &[u8]) -> Option<usize> {
+        if self.is_past_end(key) {
+            return None;
+        }
+        let compare = |at: usize| self.changes[at].0.as_slice().cmp(key);
+        let finger = self.finger.get().min(self.changes.len() - 1);
+        // Gallop from the finger towards the key, then search the bracket found.
+        let (low, high) = match compare(finger) {
+            Ordering::Equal => return Some(finger),
+            Ordering::Less => {
+                let (mut low, mut step) = (finger + 1, 1);
+                while low + step < self.changes.len() && compare(low + step) == Ordering::Less {
+                    low += step + 1;
+                    step *= 2;
+                }
+                (low, (low + step + 1).min(self.changes.len()))
+            }
+            Ordering::Greater => {
+                let (mut high, mut step) = (finger, 1);
+                while high > step && compare(high - step) == Ordering::Greater {
+                    high -= step;
+                    step *= 2;
+                }
+                (high.saturating_sub(step), high)
+            }
+        };
+        let found = self.changes[low..high].binary_search_by(|(run_key, _)| run_key.as_slice().cmp(key));
+        let at = low + found.unwrap_or_else(|insert| insert);
+        self.finger.set(at);
+        found.ok().map(|offset| low + offset)
+    }
+
+    /// Sets the change at `at`; returns the one it replaces.
+    fn replace(&mut self, at: usize, change: Change) -> Option<Change> {
+        let replaced = self.changes[at].1.replace(change);
+        if replaced.is_none() {
+            self.undone -= 1;
+        }
+        replaced
+    }
+
+    /// Undoes the change at `at`; returns it.
+    fn take(&mut self, at: usize) -> Option<Change> {
+        let removed = self.changes[at].1.take();
+        if removed.is_some() {
+            self.undone += 1;
+        }
+        removed
+    }
+
+    fn len(&self) -> usize {
+        self.changes.len() - self.undone
+    }
+
+    /// The changes of the keys from `start` to `end`, in key order.
+    fn range<'a>(&'a self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> impl Iterator<Item = (&'a [u8], &'a Change)> {
+        let point = |bound: Bound<&[u8]>, after_equal: bool| match bound {
+            Bound::Included(key) => {
+                self.changes.partition_point(|(k, _)| k.as_slice() < key || (after_equal && k.as_slice() == key))
+            }
+            Bound::Excluded(key) => {
+                self.changes.partition_point(|(k, _)| k.as_slice() < key || (!after_equal && k.as_slice() == key))
+            }
+            Bound::Unbounded if after_equal => self.changes.len(),
+            Bound::Unbounded => 0,
+        };
+        let (from, to) = (point(start, false), point(end, true));
+        self.changes[from..to.max(from)]
+            .iter()
+            .filter_map(|(key, change)| change.as_ref().map(|change| (key.as_slice(), change)))
+    }
+
+    fn into_sorted(self) -> impl Iterator<Item = (Vec<u8>, Change)> {
+        self.changes.into_iter().filter_map(|(key, change)| change.map(|change| (key, change)))
+    }
+}
+
 /// The changes of one column family, in key order.
 #[derive(Default)]
 pub struct Overlay {
-    /// Changes whose keys came in increasing order; `None`: the change was undone
-    /// (kept, so that the run's last key only grows).
-    run: Vec<(Vec<u8>, Option<Change>)>,
-    /// How many changes of `run` were undone.
-    undone: usize,
+    /// The changes whose keys came in increasing order.
+    run: Run,
+    /// The changes below the run's last key that came in increasing order among
+    /// themselves (a batch's second pass).
+    second: Run,
     /// The other changes: every key here is below the run's last key.
     rest: BTreeMap<Vec<u8>, Change>,
-    /// Where in the run the last search ended: the next search starts there (keys
-    /// come in order, so the next one is usually near).
-    finger: Cell<usize>,
-    /// Every change, when the overlay is [`hashed`](Self::hashed) (`run` and `rest`
+    /// Every change, when the overlay is [`hashed`](Self::hashed) (the runs and `rest`
     /// then stay empty).
     hashed: Option<HashMap<Vec<u8>, Change, Xxh3DefaultBuilder>>,
 }
@@ -49,49 +148,18 @@ impl Overlay {
         Overlay { hashed: Some(HashMap::default()), ..Overlay::default() }
     }
 
-    /// Where `key` is in the run, if it is there.
-    fn in_run(&self, key: &[u8]) -> Option<usize> {
-        let (last, _) = self.run.last()?;
-        if key > last.as_slice() {
-            return None;
-        }
-        let compare = |at: usize| self.run[at].0.as_slice().cmp(key);
-        let finger = self.finger.get().min(self.run.len() - 1);
-        // Gallop from the finger towards the key, then search the bracket found.
-        let (low, high) = match compare(finger) {
-            Ordering::Equal => return Some(finger),
-            Ordering::Less => {
-                let (mut low, mut step) = (finger + 1, 1);
-                while low + step < self.run.len() && compare(low + step) == Ordering::Less {
-                    low += step + 1;
-                    step *= 2;
-                }
-                (low, (low + step + 1).min(self.run.len()))
-            }
-            Ordering::Greater => {
-                let (mut high, mut step) = (finger, 1);
-                while high > step && compare(high - step) == Ordering::Greater {
-                    high -= step;
-                    step *= 2;
-                }
-                (high.saturating_sub(step), high)
-            }
-        };
-        let found = self.run[low..high].binary_search_by(|(run_key, _)| run_key.as_slice().cmp(key));
-        let at = low + found.unwrap_or_else(|insert| insert);
-        self.finger.set(at);
-        found.ok().map(|offset| low + offset)
-    }
-
     /// The change of `key`, if any.
     pub fn get(&self, key: &[u8]) -> Option<&Change> {
         if let Some(hashed) = &self.hashed {
             return hashed.get(key);
         }
-        match self.in_run(key) {
-            Some(at) => self.run[at].1.as_ref(),
-            None => self.rest.get(key),
+        if let Some(at) = self.run.find(key) {
+            return self.run.changes[at].1.as_ref();
         }
+        if let Some(at) = self.second.find(key) {
+            return self.second.changes[at].1.as_ref();
+        }
+        self.rest.get(key)
     }
 
     /// Sets the change of `key`; returns the change it replaces.
@@ -99,20 +167,21 @@ impl Overlay {
         if let Some(hashed) = &mut self.hashed {
             return hashed.insert(key, change);
         }
-        if self.run.last().is_none_or(|(last, _)| key > *last) {
-            self.run.push((key, Some(change)));
+        if self.run.is_past_end(&key) {
+            self.run.changes.push((key, Some(change)));
             return None;
         }
-        match self.in_run(&key) {
-            Some(at) => {
-                let replaced = self.run[at].1.replace(change);
-                if replaced.is_none() {
-                    self.undone -= 1;
-                }
-                replaced
-            }
-            None => self.rest.insert(key, change),
+        if let Some(at) = self.run.find(&key) {
+            return self.run.replace(at, change);
         }
+        if let Some(at) = self.second.find(&key) {
+            return self.second.replace(at, change);
+        }
+        if self.second.is_past_end(&key) && !self.rest.contains_key(&key) {
+            self.second.changes.push((key, Some(change)));
+            return None;
+        }
+        self.rest.insert(key, change)
     }
 
     /// Undoes the change of `key`; returns it.
@@ -120,27 +189,25 @@ impl Overlay {
         if let Some(hashed) = &mut self.hashed {
             return hashed.remove(key);
         }
-        match self.in_run(key) {
-            Some(at) => {
-                let removed = self.run[at].1.take();
-                if removed.is_some() {
-                    self.undone += 1;
-                }
-                removed
-            }
-            None => self.rest.remove(key),
+        if let Some(at) = self.run.find(key) {
+            return self.run.take(at);
         }
+        if let Some(at) = self.second.find(key) {
+            return self.second.take(at);
+        }
+        self.rest.remove(key)
     }
 
     /// How many keys have a change.
     pub fn changed_keys(&self) -> usize {
-        self.run.len() - self.undone + self.rest.len() + self.hashed.as_ref().map_or(0, HashMap::len)
+        self.run.len() + self.second.len() + self.rest.len() + self.hashed.as_ref().map_or(0, HashMap::len)
     }
 
     /// Every change, in no particular order.
     pub fn values(&self) -> impl Iterator<Item = &Change> {
         let hashed = self.hashed.iter().flat_map(HashMap::values);
-        self.run.iter().filter_map(|(_, change)| change.as_ref()).chain(self.rest.values()).chain(hashed)
+        let runs = self.run.changes.iter().chain(&self.second.changes).filter_map(|(_, change)| change.as_ref());
+        runs.chain(self.rest.values()).chain(hashed)
     }
 
     /// The changes of the keys from `start` to `end`, in key order.
@@ -149,19 +216,7 @@ impl Overlay {
         start: Bound<&'a [u8]>,
         end: Bound<&'a [u8]>,
     ) -> impl Iterator<Item = (&'a [u8], &'a Change)> + 'a {
-        let from = match start {
-            Bound::Included(start) => self.run.partition_point(|(key, _)| key.as_slice() < start),
-            Bound::Excluded(start) => self.run.partition_point(|(key, _)| key.as_slice() <= start),
-            Bound::Unbounded => 0,
-        };
-        let to = match end {
-            Bound::Included(end) => self.run.partition_point(|(key, _)| key.as_slice() <= end),
-            Bound::Excluded(end) => self.run.partition_point(|(key, _)| key.as_slice() < end),
-            Bound::Unbounded => self.run.len(),
-        };
-        let run = self.run[from..to.max(from)]
-            .iter()
-            .filter_map(|(key, change)| change.as_ref().map(|change| (key.as_slice(), change)));
+        let runs = merge(self.run.range(start, end), self.second.range(start, end), |a, b| a.0 < b.0);
         let rest = self.rest.range::<[u8], _>((start, end)).map(|(key, change)| (key.as_slice(), change));
         let mut hashed: Vec<(&[u8], &Change)> = match &self.hashed {
             Some(hashed) => hashed
@@ -172,15 +227,15 @@ impl Overlay {
             None => Vec::new(),
         };
         hashed.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        merge(merge(run, rest, |a, b| a.0 < b.0), hashed.into_iter(), |a, b| a.0 < b.0)
+        merge(merge(runs, rest, |a, b| a.0 < b.0), hashed.into_iter(), |a, b| a.0 < b.0)
     }
 
     /// Every change, in key order.
     pub fn into_sorted(self) -> impl Iterator<Item = (Vec<u8>, Change)> {
-        let run = self.run.into_iter().filter_map(|(key, change)| change.map(|change| (key, change)));
+        let runs = merge(self.run.into_sorted(), self.second.into_sorted(), |a, b| a.0 < b.0);
         let mut hashed: Vec<(Vec<u8>, Change)> = self.hashed.into_iter().flatten().collect();
         hashed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        merge(merge(run, self.rest.into_iter(), |a, b| a.0 < b.0), hashed.into_iter(), |a, b| a.0 < b.0)
+        merge(merge(runs, self.rest.into_iter(), |a, b| a.0 < b.0), hashed.into_iter(), |a, b| a.0 < b.0)
     }
 }
 
@@ -288,6 +343,7 @@ mod tests {
             let pass = format!("pass {pass}");
             assert_same_range(&overlay, &model, Bound::Excluded(b"k01000"), Bound::Included(b"k05000"), &pass);
         }
+        assert!(!overlay.second.changes.is_empty(), "the second pass makes a second run");
         assert!(!overlay.rest.is_empty(), "the later passes reach the ordered map");
         assert_eq!(overlay.into_sorted().collect::<Vec<_>>(), model.into_iter().collect::<Vec<_>>());
     }

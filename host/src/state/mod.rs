@@ -3,6 +3,7 @@
 
 pub mod changelog;
 mod compatibility;
+mod gallop;
 pub mod key;
 pub mod layout;
 mod overlay;

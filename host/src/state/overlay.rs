@@ -16,11 +16,12 @@
 //! ([`Overlay::hashed`]), sorted when a range read or the commit needs them.
 
 use std::cell::Cell;
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::{Bound, RangeBounds};
 
 use xxhash_rust::xxh3::Xxh3DefaultBuilder;
+
+use super::gallop;
 
 /// A change of one entry: the new value, or `None` for a deletion.
 pub type Change = Option<Vec<u8>>;
@@ -52,32 +53,9 @@ impl Run {
         if self.is_past_end(key) {
             return None;
         }
-        let compare = |at: usize| self.changes[at].0.as_slice().cmp(key);
-        let finger = self.finger.get().min(self.changes.len() - 1);
-        // Gallop from the finger towards the key, then search the bracket found.
-        let (low, high) = match compare(finger) {
-            Ordering::Equal => return Some(finger),
-            Ordering::Less => {
-                let (mut low, mut step) = (finger + 1, 1);
-                while low + step < self.changes.len() && compare(low + step) == Ordering::Less {
-                    low += step + 1;
-                    step *= 2;
-                }
-                (low, (low + step + 1).min(self.changes.len()))
-            }
-            Ordering::Greater => {
-                let (mut high, mut step) = (finger, 1);
-                while high > step && compare(high - step) == Ordering::Greater {
-                    high -= step;
-                    step *= 2;
-                }
-                (high.saturating_sub(step), high)
-            }
-        };
-        let found = self.changes[low..high].binary_search_by(|(run_key, _)| run_key.as_slice().cmp(key));
-        let at = low + found.unwrap_or_else(|insert| insert);
-        self.finger.set(at);
-        found.ok().map(|offset| low + offset)
+        let found = gallop::search(&self.changes, key, self.finger.get(), |(run_key, _)| run_key.as_slice());
+        self.finger.set(found.unwrap_or_else(|at| at));
+        found.ok()
     }
 
     /// Sets the change at `at`; returns the one it replaces.
@@ -104,17 +82,16 @@ impl Run {
 
     /// The changes of the keys from `start` to `end`, in key order.
     fn range<'a>(&'a self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> impl Iterator<Item = (&'a [u8], &'a Change)> {
-        let point = |bound: Bound<&[u8]>, after_equal: bool| match bound {
-            Bound::Included(key) => {
-                self.changes.partition_point(|(k, _)| k.as_slice() < key || (after_equal && k.as_slice() == key))
-            }
-            Bound::Excluded(key) => {
-                self.changes.partition_point(|(k, _)| k.as_slice() < key || (!after_equal && k.as_slice() == key))
-            }
-            Bound::Unbounded if after_equal => self.changes.len(),
+        let from = match start {
+            Bound::Included(start) => self.changes.partition_point(|(key, _)| key.as_slice() < start),
+            Bound::Excluded(start) => self.changes.partition_point(|(key, _)| key.as_slice() <= start),
             Bound::Unbounded => 0,
         };
-        let (from, to) = (point(start, false), point(end, true));
+        let to = match end {
+            Bound::Included(end) => self.changes.partition_point(|(key, _)| key.as_slice() <= end),
+            Bound::Excluded(end) => self.changes.partition_point(|(key, _)| key.as_slice() < end),
+            Bound::Unbounded => self.changes.len(),
+        };
         self.changes[from..to.max(from)]
             .iter()
             .filter_map(|(key, change)| change.as_ref().map(|change| (key.as_slice(), change)))

@@ -18,7 +18,6 @@
 //! thread makes each change with one search.
 
 use std::cell::Cell;
-use std::cmp::Ordering;
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::{Scope, ScopedJoinHandle};
@@ -28,6 +27,7 @@ use hashbrown::HashTable;
 use rocksdb::{ColumnFamily, DB, IteratorMode, WriteBatch};
 use xxhash_rust::xxh3::xxh3_64;
 
+use super::gallop;
 use super::unwritten::WRITE_EVERY_BATCHES;
 
 /// What one entry is counted as beyond its key and value: its place in the list (with
@@ -99,42 +99,9 @@ fn hash(key: &[u8]) -> u64 {
     xxh3_64(key)
 }
 
-/// Where `key` is in `entries` (sorted), or where it would go: searched from `hint`
-/// outwards, doubling the step, then by halves (a key near the hint costs a few
-/// comparisons, one anywhere else about twice a binary search's).
+/// Where `key` is in `entries`, or where it would go, searched from `hint`.
 fn search(entries: &[Held], key: &[u8], hint: usize) -> Result<usize, usize> {
-    let compare = |at: usize| entries[at].key().cmp(key);
-    let Some(last) = entries.len().checked_sub(1) else { return Err(0) };
-    let hint = hint.min(last);
-    let (low, high) = match compare(hint) {
-        Ordering::Equal => return Ok(hint),
-        Ordering::Less => {
-            // Most often the very next key.
-            match entries.get(hint + 1).map(|held| held.key().cmp(key)) {
-                Some(Ordering::Less) => {}
-                Some(Ordering::Equal) => return Ok(hint + 1),
-                Some(Ordering::Greater) | None => return Err(hint + 1),
-            }
-            let (mut low, mut step) = (hint + 2, 1);
-            while low + step <= last && compare(low + step) == Ordering::Less {
-                low += step + 1;
-                step *= 2;
-            }
-            (low, (low + step + 1).min(entries.len()))
-        }
-        Ordering::Greater => {
-            let (mut high, mut step) = (hint, 1);
-            while high >= step && compare(high - step) == Ordering::Greater {
-                high -= step;
-                step *= 2;
-            }
-            (high.saturating_sub(step), high)
-        }
-    };
-    match entries[low..high].binary_search_by(|held| held.key().cmp(key)) {
-        Ok(at) => Ok(low + at),
-        Err(at) => Err(low + at),
-    }
+    gallop::search(entries, key, hint, Held::key)
 }
 
 /// Where a commit finds a key of the copy.

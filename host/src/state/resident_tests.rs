@@ -88,15 +88,3 @@ fn commits_keep_the_copy_equal_to_the_committed_state() {
         assert!(marked.windows(2).all(|pair| pair[0] < pair[1]), "marked keys in key order");
     }
 }
-
-#[test]
-fn a_search_from_any_hint_finds_a_key_or_its_place() {
-    let entries: Vec<Held> = (0..100u32).map(|k| Held::new(&(k * 2).to_be_bytes(), Some(b"v"))).collect();
-    for hint in [0, 1, 37, 99, 500] {
-        for k in 0..205u32 {
-            let want = entries.binary_search_by(|held| held.key().cmp(&k.to_be_bytes()[..]));
-            assert_eq!(search(&entries, &k.to_be_bytes(), hint), want, "key {k} from {hint}");
-        }
-    }
-    assert_eq!(search(&[], b"k", 3), Err(0));
-}

@@ -14,7 +14,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use eddy::contract::OutputMode;
 use eddy::operator::{BatchTime, OperatorOptions, WasmOperator};
-use eddy::pipeline::{DEFAULT_STATE_IN_MEMORY_BYTES, InstanceLimits};
+use eddy::pipeline::{DEFAULT_SPILL_STATE_BYTES, DEFAULT_STATE_IN_MEMORY_BYTES, InstanceLimits};
 use eddy::state::StateStore;
 use eddy::wasm::WasmRuntime;
 
@@ -69,6 +69,7 @@ fn processors(c: &mut Criterion) {
                 output_mode: OutputMode::Update,
                 config_json: "{}".into(),
                 limits: InstanceLimits::default(),
+                spill_state_bytes: DEFAULT_SPILL_STATE_BYTES,
                 initial_state_schema: None,
                 event_time_column: None,
                 key_group_range: 0..128,
@@ -88,7 +89,7 @@ fn processors(c: &mut Criterion) {
                             watermark: None,
                             late_rows_watermark: None,
                         };
-                        let output = operator.run_batch(txn, &input, time).expect("batch runs");
+                        let output = operator.run_batch(&store, txn, &input, time).expect("batch runs");
                         store.commit(output.txn, batch_id).expect("commit");
                         batch_id += 1;
                         output.rows.len()

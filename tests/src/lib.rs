@@ -13,7 +13,7 @@ use arrow::array::{Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use eddy::contract::OutputMode;
 use eddy::operator::{BatchTime, OperatorOptions, WasmOperator};
-use eddy::pipeline::InstanceLimits;
+use eddy::pipeline::{DEFAULT_SPILL_STATE_BYTES, InstanceLimits};
 use eddy::state::StateStore;
 use eddy::wasm::{Module, WasmRuntime};
 
@@ -165,6 +165,7 @@ impl Scripted {
             output_mode: OutputMode::Update,
             config_json: config.to_string(),
             limits,
+            spill_state_bytes: DEFAULT_SPILL_STATE_BYTES,
             initial_state_schema: None,
             event_time_column: None,
             key_group_range,
@@ -203,7 +204,7 @@ impl Scripted {
             watermark: watermark_ms.map(|w| w * 1000),
             late_rows_watermark: None,
         };
-        let output = self.operator.run_batch(self.store.begin(), &input, time)?;
+        let output = self.operator.run_batch(&self.store, self.store.begin(), &input, time)?;
         self.last_evicted = output.entries_evicted;
         self.store.commit(output.txn, self.next_batch)?;
         self.next_batch += 1;

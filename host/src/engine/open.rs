@@ -209,6 +209,7 @@ fn open_processor(
         output_mode: spec.output_mode,
         config_json: spec.config_json.clone(),
         limits: spec.limits,
+        spill_state_bytes: spec.spill_state_bytes,
         initial_state_schema: spec.initial_state.as_ref().map(|initial| initial.schema.clone()),
         event_time_column,
         key_group_range: 0..spec.key_groups,

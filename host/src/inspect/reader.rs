@@ -18,8 +18,8 @@ use super::entry_json::{StateEntry, decode_entry, decode_key, encode_key, hex, i
 use crate::checkpoint::CheckpointDir;
 use crate::pipeline::AggregateFn;
 use crate::state::{
-    CF_NAMES, CHANGELOG, COMMITTED_BATCH, Cf, OperatorStateSchema, StateKind, changelog, key, layout, packed,
-    schema_key, unwritten,
+    CF_NAMES, CHANGELOG, COMMITTED_BATCH, Cf, OperatorStateSchema, StateKind, changelog, copy_before, key, layout,
+    packed, schema_key, unwritten,
 };
 use crate::util::format_micros_iso;
 
@@ -157,9 +157,23 @@ impl StateReader {
         }
         let store = CheckpointDir::new(checkpoint).store_dir();
         if !store.join("CURRENT").exists() && checkpoint.join("CURRENT").exists() {
-            return Self::open(checkpoint);
+            return Self::open_committed(checkpoint);
         }
-        Self::open(&store)
+        Self::open_committed(&store)
+    }
+
+    /// Opens the store in `path` read-only as of its last committed batch: while a batch
+    /// whose changes were written ahead of its commit has not committed, the copy of
+    /// the store from before it.
+    fn open_committed(path: &Path) -> Result<Self> {
+        let reader = Self::open(path)?;
+        if let Some((batch, copy)) = copy_before(path)?
+            && reader.committed_batch()?.is_none_or(|committed| committed < batch)
+            && let Ok(before) = Self::open(&copy)
+        {
+            return Ok(before);
+        }
+        Ok(reader)
     }
 
     /// Opens the store in `path` read-only. Works while a query holds it open.

@@ -176,7 +176,7 @@ impl Stage for DedupStage {
         if let Some(watermark) = time.watermark {
             for due in Timers::due(&txn, self.operator_id, watermark, |_| true)? {
                 let scope = KeyScope::new(self.operator_id, due.key_group, &due.key, time.processing_time);
-                scope.timer_fire(&mut txn, due.expiry);
+                scope.timer_fire(&mut txn, due.expiry)?;
                 scope.clear(&mut txn, &self.seen)?;
                 stats.entries_evicted += 1;
                 stats.state_rows_removed += 1;

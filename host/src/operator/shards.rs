@@ -106,14 +106,20 @@ impl ShardedOperator {
     }
 
     /// Runs one batch on every shard in parallel, each in its own transaction.
-    fn run_shards(&mut self, txns: Vec<StateTxn>, input: &RecordBatch, time: BatchTime) -> Result<StageOutput> {
+    fn run_shards(
+        &mut self,
+        store: &StateStore,
+        txns: Vec<StateTxn>,
+        input: &RecordBatch,
+        time: BatchTime,
+    ) -> Result<StageOutput> {
         let grouped = group_by_key(input, self.first().key_indices(), self.key_groups);
         let keys = grouped.keys();
         // Keys come in key-group order and each shard owns a run of key groups: a slice each.
         let per_shard = keys_of_ranges(&keys, &self.ranges);
         let parts = self.shards.iter_mut().zip(txns).zip(per_shard);
         let results = on_threads(parts, "a shard's thread", |((operator, txn), groups)| {
-            operator.run_grouped(txn, input, groups, time)
+            operator.run_grouped(store, txn, input, groups, time)
         });
         let stats = StageStats { name: STAGE_NAME.to_string(), ..StageStats::default() };
         let mut output = StageOutput { txns: Vec::new(), rows: Vec::new(), stats };
@@ -161,7 +167,7 @@ impl Stage for ShardedOperator {
         if let Some(initial) = self.initial_state.take() {
             txns = self.apply_initial_state(txns, &initial, time).context("applying the initial state failed")?;
         }
-        let mut output = self.run_shards(txns, input, time)?;
+        let mut output = self.run_shards(store, txns, input, time)?;
         output.stats.run_ms = started.elapsed().as_millis() as u64;
         Ok(output)
     }

@@ -22,7 +22,9 @@ use crate::contract::{
     TimerValues,
 };
 use crate::pipeline::{InstanceLimits, Limit, show_bytes};
-use crate::state::{Cf, DueTimer, KeyScope, StateKind, StateTxn, Timers, VariableDecl, evict_expired, key, layout};
+use crate::state::{
+    Cf, DueTimer, KeyScope, StateKind, StateStore, StateTxn, Timers, VariableDecl, evict_expired, key, layout,
+};
 use crate::wasm::{CallKey, CallTimer, Module, ProcessorInstance, RandomScope};
 
 /// How many keys' value and list state is read ahead in one batched lookup.
@@ -50,6 +52,9 @@ pub struct OperatorOptions {
     pub config_json: String,
     /// Memory cap and call deadline of the instance.
     pub limits: InstanceLimits,
+    /// How many bytes of the batch's changes the shard holds before writing them to
+    /// the store ahead of the commit.
+    pub spill_state_bytes: u64,
     /// The schema of the initial-state rows, when the query starts from one.
     pub initial_state_schema: Option<SchemaRef>,
     /// The input's event-time column, when the query has a watermark.
@@ -190,15 +195,22 @@ impl WasmOperator {
 
     /// Runs one batch: every key's input rows, then every due timer, then TTL
     /// eviction. On error nothing of the batch is kept (the transaction is dropped).
-    pub fn run_batch(&mut self, txn: StateTxn, input: &RecordBatch, time: BatchTime) -> Result<OperatorOutput> {
+    pub fn run_batch(
+        &mut self,
+        store: &StateStore,
+        txn: StateTxn,
+        input: &RecordBatch,
+        time: BatchTime,
+    ) -> Result<OperatorOutput> {
         let grouped = group_by_key(input, &self.key_indices, self.options.key_groups);
-        self.run_grouped(txn, input, &grouped.keys(), time)
+        self.run_grouped(store, txn, input, &grouped.keys(), time)
     }
 
     /// Like [`WasmOperator::run_batch`] with the input already grouped by key (only
     /// keys of this instance's key groups).
     pub fn run_grouped(
         &mut self,
+        store: &StateStore,
         txn: StateTxn,
         input: &RecordBatch,
         groups: &[KeyRows],
@@ -208,9 +220,11 @@ impl WasmOperator {
         self.calls = CallStats::default();
         self.instance.take_timers_registered();
         let mut outputs = OutputRows::new(self.output_schema.clone());
-        let result =
-            self.delete_variables().and_then(|()| self.run_keys(input, groups, time, &mut outputs)).and_then(|()| {
-                let timers_fired = self.fire_timers(time, &mut outputs)?;
+        let result = self
+            .delete_variables()
+            .and_then(|()| self.run_keys(store, input, groups, time, &mut outputs))
+            .and_then(|()| {
+                let timers_fired = self.fire_timers(store, time, &mut outputs)?;
                 let txn = self.instance.txn_mut().context("no state transaction during the batch")?;
                 let evicted =
                     evict_expired(txn, self.options.operator_id, &self.options.key_group_range, time.processing_time)?;
@@ -304,6 +318,7 @@ impl WasmOperator {
 
     fn run_keys(
         &mut self,
+        store: &StateStore,
         input: &RecordBatch,
         groups: &[KeyRows],
         time: BatchTime,
@@ -341,6 +356,7 @@ impl WasmOperator {
                 // The processor may handle a prefix of a call's keys (its output grew
                 // large): the rest go in the next call.
                 start += self.call_input_rows(input, &chunk[start..end], time, outputs)?;
+                self.spill_if_over(store, time)?;
             }
         }
         Ok(())
@@ -391,18 +407,25 @@ impl WasmOperator {
         }
     }
 
-    fn fire_timers(&mut self, time: BatchTime, outputs: &mut OutputRows) -> Result<usize> {
+    /// Writes the batch's changes to the store ahead of the commit when they outgrew
+    /// `spill-state-bytes`.
+    fn spill_if_over(&mut self, store: &StateStore, time: BatchTime) -> Result<()> {
+        let txn = self.instance.txn_mut().context("no state transaction during the batch")?;
+        store.write_ahead_over(txn, time.batch_id, self.options.spill_state_bytes)?;
+        Ok(())
+    }
+
+    fn fire_timers(&mut self, store: &StateStore, time: BatchTime, outputs: &mut OutputRows) -> Result<usize> {
         let Some(deadline) = self.timer_deadline(time) else { return Ok(0) };
         let operator = self.options.operator_id;
         let txn = self.instance.txn_mut().context("no state transaction during the batch")?;
         let owned = self.options.key_group_range.clone();
         // Every due timer fires in this batch, in every shard (each its key groups'), so
         // their index entries go at the commit as one range, not one deletion each (which
-        // the next batches' scans for due timers would walk past); the shard of key
-        // group 0 drops it for all (the range spans every key group).
-        if owned.start == 0 {
-            Timers::drop_fired_index(txn, operator, deadline)?;
-        }
+        // the next batches' scans for due timers would walk past). The range spans every
+        // key group: every shard drops it (the commit drops it once), so that none
+        // writes its changes in the range ahead of the commit (the range would delete them).
+        Timers::drop_fired_index(txn, operator, deadline)?;
         let mut due = Timers::due(txn, operator, deadline, |key_group| owned.contains(&key_group))?;
         // Fired key after key (a key's timers still in expiry order): the handlers then
         // read and change the batch's buffered state in its key order, each near the
@@ -417,6 +440,7 @@ impl WasmOperator {
                 let (handled, fired_now) = self.call_expired_timers(rest, time, outputs)?;
                 fired += fired_now;
                 rest = &rest[handled..];
+                self.spill_if_over(store, time)?;
             }
         }
         Ok(fired)

@@ -23,5 +23,5 @@ pub use kafka::{
 };
 pub use limits::{CHANGE_OVERHEAD_BYTES, InstanceLimits, Limit, parse_size, show_bytes};
 pub use model::*;
-pub use processor_spec::DEFAULT_KEY_GROUPS;
+pub use processor_spec::{DEFAULT_KEY_GROUPS, DEFAULT_SPILL_STATE_BYTES};
 pub use schema::{TYPE_NAMES, parse_schema};

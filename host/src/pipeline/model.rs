@@ -368,6 +368,9 @@ pub struct OperatorSpec {
     pub parallelism: usize,
     /// Memory cap, call deadline and the limits on what a batch may buffer.
     pub limits: InstanceLimits,
+    /// How many bytes of a batch's changes (of every kind) one shard holds in memory;
+    /// past that, they are written to the store ahead of the commit.
+    pub spill_state_bytes: u64,
     /// The `config` table as JSON text.
     pub config_json: String,
     /// State to start a new query from, handed to `handle-initial-state`.

@@ -26,6 +26,7 @@ pub(super) struct RawOperator {
     memory_limit_mb: Option<Spanned<u64>>,
     call_timeout_ms: Option<Spanned<u64>>,
     max_state_bytes_per_batch: Option<Spanned<RawSize>>,
+    spill_state_bytes: Option<Spanned<RawSize>>,
     max_timers_per_batch: Option<Spanned<RawSize>>,
     max_state_value_bytes: Option<Spanned<RawSize>>,
     max_output_rows_per_call: Option<Spanned<RawSize>>,
@@ -43,6 +44,10 @@ pub(super) struct RawInitialState {
     path: Spanned<String>,
     schema: Spanned<String>,
 }
+
+/// How many bytes of a batch's changes one shard holds in memory by default before
+/// it writes them to the store ahead of the commit.
+pub const DEFAULT_SPILL_STATE_BYTES: u64 = 256 << 20;
 
 /// The default number of key groups.
 pub const DEFAULT_KEY_GROUPS: u16 = 128;
@@ -162,6 +167,10 @@ pub(super) fn operator_spec(
             limit.set(&mut limits, positive(at, raw, &format!("{prefix}.{}", limit.key()), limit.in_bytes())?);
         }
     }
+    let spill_state_bytes = match &op.spill_state_bytes {
+        Some(raw) => positive(at, raw, &format!("{prefix}.spill-state-bytes"), true)?,
+        None => DEFAULT_SPILL_STATE_BYTES,
+    };
     let config_json = serde_json::to_string(&op.config.clone().unwrap_or_default())?;
     let initial_state = match &op.initial_state {
         None => None,
@@ -194,6 +203,7 @@ pub(super) fn operator_spec(
         key_groups,
         parallelism,
         limits,
+        spill_state_bytes,
         config_json,
         initial_state,
     })

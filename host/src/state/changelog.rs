@@ -82,9 +82,15 @@ pub struct ChangeLogWriter {
 }
 
 impl ChangeLogWriter {
-    /// A writer for batch `batch_id`'s changes, its chunks from `spare`.
-    pub fn new(batch_id: u64, spare: SpareChunks) -> Self {
-        ChangeLogWriter { batch_id, chunk: Vec::new(), taken: 0, spare }
+    /// A writer for batch `batch_id`'s changes from its chunk `first_chunk` on (after
+    /// those written before), its chunks from `spare`.
+    pub fn new(batch_id: u64, first_chunk: u32, spare: SpareChunks) -> Self {
+        ChangeLogWriter { batch_id, chunk: Vec::new(), taken: first_chunk, spare }
+    }
+
+    /// The number of the next chunk.
+    pub fn next_chunk(&self) -> u32 {
+        self.taken
     }
 
     /// Records that `key` became `value` (`None`: was deleted); returns the entry of a
@@ -98,7 +104,7 @@ impl ChangeLogWriter {
     }
 
     /// The last chunk's entry, if it holds any change.
-    pub fn finish(mut self) -> Option<(Vec<u8>, Vec<u8>)> {
+    pub fn finish_chunk(&mut self) -> Option<(Vec<u8>, Vec<u8>)> {
         (!self.chunk.is_empty()).then(|| self.take())
     }
 
@@ -144,6 +150,12 @@ impl ChangeRecords {
             push_tagged(chunk, kind, key, value);
             self.bytes += chunk.len() - before;
         }
+    }
+
+    /// Takes the records out, leaving none.
+    pub fn take(&mut self) -> Self {
+        let chunks = std::mem::take(&mut self.chunks);
+        ChangeRecords { chunks, bytes: std::mem::take(&mut self.bytes), spare: self.spare.clone() }
     }
 
     /// The bytes the records take.
@@ -291,7 +303,7 @@ mod tests {
 
     #[test]
     fn changes_round_trip_across_chunks() -> Result<()> {
-        let mut writer = ChangeLogWriter::new(7, SpareChunks::default());
+        let mut writer = ChangeLogWriter::new(7, 0, SpareChunks::default());
         let big = vec![9u8; CHUNK_BYTES];
         let mut entries = Vec::new();
         entries.extend(writer.record(b"a", Some(b"1")));
@@ -299,7 +311,7 @@ mod tests {
         assert!(entries.is_empty(), "the first chunk is not full yet");
         entries.extend(writer.record(b"c", Some(&big)));
         entries.extend(writer.record(b"d", Some(b"")));
-        entries.extend(writer.finish());
+        entries.extend(writer.finish_chunk());
         assert_eq!(entries.len(), 2, "the big value fills the first chunk");
         let mut all = Vec::new();
         for (key, value) in &entries {

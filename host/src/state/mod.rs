@@ -1,6 +1,7 @@
 //! State: the RocksDB store, its byte layout, the encoding of grouping keys, and the
 //! typed state variables and timers that processors use.
 
+mod ahead;
 pub mod changelog;
 mod compatibility;
 mod gallop;
@@ -16,6 +17,7 @@ mod txn;
 pub mod unwritten;
 mod variables;
 
+pub use ahead::copy_before;
 pub use compatibility::{
     OperatorStateSchema, SchemaCheck, check, schema_entry, schema_key, stored_schema, write_schema_file,
 };

@@ -468,6 +468,11 @@ pub struct ResidentFeed {
 }
 
 impl ResidentFeed {
+    /// A feed of no copy.
+    pub fn none() -> Self {
+        ResidentFeed { sender: None, pending: Vec::new() }
+    }
+
     /// Starts the thread that changes `copy` (none without a copy); joined, it
     /// returns the copy with every change fed before [`finish`](Self::finish), or
     /// `None` once the copy outgrew its budget (dropped right then, not at the end).
@@ -475,7 +480,7 @@ impl ResidentFeed {
         scope: &'scope Scope<'scope, '_>,
         copy: Option<ResidentState>,
     ) -> (Self, Option<ScopedJoinHandle<'scope, Option<ResidentState>>>) {
-        let Some(copy) = copy else { return (ResidentFeed { sender: None, pending: Vec::new() }, None) };
+        let Some(copy) = copy else { return (ResidentFeed::none(), None) };
         let (sender, receiver) = sync_channel::<Vec<ResidentChange>>(FEED_CHUNKS_IN_FLIGHT);
         let applier = scope.spawn(move || {
             let mut copy = Some(copy);
@@ -572,6 +577,11 @@ impl Resident {
                 Taken::Shared(shared)
             }
         }
+    }
+
+    /// Drops the copy (the store's reads go to RocksDB from now on).
+    pub fn discard(&self) {
+        *self.lock() = None;
     }
 
     /// Puts back the copy a successful commit changed.

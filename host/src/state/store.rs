@@ -15,6 +15,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use rocksdb::{ColumnFamilyDescriptor, DB, WriteBatch, WriteOptions};
 
+use super::ahead::{self, WriteAhead};
 use super::changelog::{self, ChangeLogWriter, ChangeRecords, SpareChunks, View};
 use super::overlay::Change;
 use super::resident::{Resident, ResidentChange, ResidentFeed, ResidentState, Taken};
@@ -37,11 +38,31 @@ pub struct StateStore {
     spare_chunks: SpareChunks,
     /// The committed state entries in memory, while they fit.
     resident: Resident,
+    /// Whether a batch's changes were written ahead of its commit.
+    ahead: WriteAhead,
 }
 
 impl StateStore {
-    /// Opens (or creates) the store in `path`.
+    /// Opens (or creates) the store in `path`. A batch whose changes were written ahead
+    /// of a commit that did not happen is rolled back (see [`ahead`](super::ahead)).
     pub fn open(path: &Path) -> Result<Self> {
+        ahead::finish_interrupted(path)?;
+        let mut store = Self::open_families(path)?;
+        if let Some((batch, copy)) = ahead::copy_before(path)? {
+            if store.committed_batch()?.is_some_and(|committed| committed >= batch) {
+                std::fs::remove_dir_all(&copy).with_context(|| format!("cannot remove {}", copy.display()))?;
+            } else {
+                drop(store);
+                ahead::restore(path, &copy)?;
+                store = Self::open_families(path)?;
+            }
+        }
+        // The last run may have committed changes it had not written yet.
+        store.catch_up()?;
+        Ok(store)
+    }
+
+    fn open_families(path: &Path) -> Result<Self> {
         std::fs::create_dir_all(path)
             .with_context(|| format!("cannot create the state directory {}", path.display()))?;
         let cache = tuning::shared_block_cache();
@@ -53,15 +74,13 @@ impl StateStore {
                 path.display()
             )
         })?;
-        let store = Self {
+        Ok(Self {
             db: Arc::new(db),
             path: path.to_path_buf(),
             spare_chunks: SpareChunks::default(),
             resident: Resident::default(),
-        };
-        // The last run may have committed changes it had not written yet.
-        store.catch_up()?;
-        Ok(store)
+            ahead: WriteAhead::new(path),
+        })
     }
 
     /// Holds a copy of every committed state entry in memory while they take at most
@@ -110,7 +129,42 @@ impl StateStore {
             buffered_bytes: 0,
             resident: self.resident.reader(),
             resident_finger: Cell::new(0),
+            ahead: self.ahead.clone(),
+            written_ahead: Default::default(),
         }
+    }
+
+    /// Writes `txn`'s changes (of batch `batch_id`) to the store now, ahead of the
+    /// batch's commit, when they hold more than `bytes`; returns whether it did. The
+    /// commit then writes the rest (see [`ahead`](super::ahead)). Not for a transaction
+    /// that drops a range of state entries (the change log lacks that change).
+    pub fn write_ahead_over(&self, txn: &mut StateTxn, batch_id: u64, bytes: u64) -> Result<bool> {
+        if txn.buffered_bytes() <= bytes || !txn.logs_every_state_change() {
+            return Ok(false);
+        }
+        let mut ahead = self.ahead.begin(&self.db, batch_id, || {
+            // The family gets what the in-memory copy has and it lacks, and the copy
+            // goes: it would not see the changes written ahead.
+            self.write_unwritten()?;
+            self.resident.discard();
+            Ok(())
+        })?;
+        let part = txn.split_off_ahead();
+        let mut batch = WriteBatch::with_capacity_bytes(part.buffered_bytes() as usize + 4096);
+        let mut log = ChangeLogWriter::new(batch_id, ahead.next_chunk, self.spare_chunks.clone());
+        let mut feed = ResidentFeed::none();
+        let state_cf = self.cf_handle(Cf::State.name())?;
+        let mut state = StateWriter { batch: &mut batch, cf: state_cf, feed: &mut feed, write: true };
+        self.write_changes(&mut state, vec![part], &mut log, batch_id, |_, _| false)?;
+        if let Some((log_key, chunk)) = log.finish_chunk() {
+            batch.put_cf(self.cf_handle(CHANGELOG)?, log_key, &chunk);
+            self.spare_chunks.give_back(chunk);
+        }
+        ahead.next_chunk = log.next_chunk();
+        self.db.write(batch).with_context(|| {
+            format!("cannot write batch {batch_id}'s state changes to the state store in {}", self.path.display())
+        })?;
+        Ok(true)
     }
 
     /// Writes every change of `txn`, and `batch_id` as the committed batch, atomically
@@ -150,6 +204,7 @@ impl StateStore {
             drop(feed);
             (written, applier.map(|thread| thread.join()))
         });
+        let written = written.and_then(|()| self.ahead.committed(batch_id));
         match changed {
             Some(Ok(Some(mut copy))) if written.is_ok() => {
                 copy.set_deferring(false);
@@ -235,12 +290,13 @@ impl StateStore {
         feed: &mut ResidentFeed,
         write_state: bool,
     ) -> Result<()> {
-        let mut log = ChangeLogWriter::new(batch_id, self.spare_chunks.clone());
-        let changelog_cf = self.cf_handle(CHANGELOG)?;
+        let mut log = ChangeLogWriter::new(batch_id, self.ahead.first_chunk(batch_id)?, self.spare_chunks.clone());
         // Dropped ranges first, so that every transaction's own puts in them stay; its
-        // deletes there are already done by the range.
-        let dropped: Vec<(Cf, Vec<u8>, Vec<u8>)> =
+        // deletes there are already done by the range. (Every shard may drop the same.)
+        let mut dropped: Vec<(Cf, Vec<u8>, Vec<u8>)> =
             txns.iter_mut().flat_map(|txn| std::mem::take(&mut txn.dropped_ranges)).collect();
+        dropped.sort_by_key(|(cf, ..)| *cf as usize);
+        dropped.dedup();
         for (cf, start, end) in &dropped {
             batch.delete_range_cf(self.cf_handle(cf.name())?, start, end);
             if *cf == Cf::State && feed.is_fed() {
@@ -253,6 +309,27 @@ impl StateStore {
                 .any(|(range_cf, start, end)| *range_cf == cf && start.as_slice() <= key && key < end.as_slice())
         };
         let mut state = StateWriter { batch, cf: self.cf_handle(Cf::State.name())?, feed, write: write_state };
+        self.write_changes(&mut state, txns, &mut log, batch_id, covered)?;
+        if let Some((log_key, chunk)) = log.finish_chunk() {
+            batch.put_cf(self.cf_handle(CHANGELOG)?, log_key, &chunk);
+            self.spare_chunks.give_back(chunk);
+        }
+        batch.put_cf(self.cf_handle(Cf::Meta.name())?, COMMITTED_BATCH, batch_id.to_be_bytes());
+        Ok(())
+    }
+
+    /// Adds every change of `txns` to `state`'s write batch (the state changes through
+    /// `state`, each with its change-log record in `log`), but the deletions `covered`
+    /// says a dropped range does already.
+    fn write_changes(
+        &self,
+        state: &mut StateWriter,
+        txns: Vec<StateTxn>,
+        log: &mut ChangeLogWriter,
+        batch_id: u64,
+        covered: impl Fn(Cf, &[u8]) -> bool,
+    ) -> Result<()> {
+        let changelog_cf = self.cf_handle(CHANGELOG)?;
         // Each change moves from the buffer into the write batch (the buffer shrinks as
         // the batch grows), so the commit does not hold both whole.
         for txn in txns {
@@ -303,11 +380,6 @@ impl StateStore {
                 }
             }
         }
-        if let Some((log_key, chunk)) = log.finish() {
-            batch.put_cf(changelog_cf, log_key, &chunk);
-            self.spare_chunks.give_back(chunk);
-        }
-        batch.put_cf(self.cf_handle(Cf::Meta.name())?, COMMITTED_BATCH, batch_id.to_be_bytes());
         Ok(())
     }
 
@@ -444,3 +516,7 @@ impl StateWriter<'_> {
 #[cfg(test)]
 #[path = "store_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "ahead_tests.rs"]
+mod ahead_tests;

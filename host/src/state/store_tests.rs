@@ -351,10 +351,10 @@ fn an_entry_is_deleted_once_and_a_forgotten_change_under_a_dropped_range_is_not_
     store.commit(committed, 0)?;
 
     let mut txn = store.begin();
-    assert!(!txn.delete_once(Cf::Timers, b"k1".to_vec()), "not deleted before");
-    assert!(txn.delete_once(Cf::Timers, b"k1".to_vec()), "deleted by this transaction already");
+    assert!(!txn.delete_once(Cf::Timers, b"k1".to_vec())?, "not deleted before");
+    assert!(txn.delete_once(Cf::Timers, b"k1".to_vec())?, "deleted by this transaction already");
     txn.put(Cf::Timers, b"k2".to_vec(), Vec::new());
-    assert!(!txn.delete_once(Cf::Timers, b"k2".to_vec()), "put in this transaction, not deleted");
+    assert!(!txn.delete_once(Cf::Timers, b"k2".to_vec())?, "put in this transaction, not deleted");
     assert_eq!(txn.get(Cf::Timers, b"k2")?, None);
     // t3 (put in this batch) and t1 (committed) are forgotten, t4 is put and kept, t2
     // goes with the dropped range, t9 lies outside it.

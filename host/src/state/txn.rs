@@ -10,6 +10,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use rocksdb::{DB, Direction, IteratorMode, ReadOptions};
 
+use super::ahead::WriteAhead;
 use super::changelog::{ChangeRecords, Record};
 use super::layout;
 use super::layout::Cf;
@@ -40,15 +41,28 @@ pub struct StateTxn {
     /// What `overlay`, `blind` and the stored changes of `records` hold: each change's
     /// key and value bytes plus [`CHANGE_OVERHEAD_BYTES`] (`records` counts its own).
     pub(super) buffered_bytes: u64,
+    /// The store's record of changes written ahead of their commit.
+    pub(super) ahead: WriteAhead,
+    /// How many changes of each family (puts, deletes) were written ahead of the commit
+    /// (see [`ahead`](super::ahead)), in [`Cf`] order.
+    pub(super) written_ahead: [(u64, u64); 5],
 }
+
+/// The column families a transaction changes, in [`Cf`] order.
+const FAMILIES: [Cf; 5] = [Cf::State, Cf::Timers, Cf::TimerIndex, Cf::Meta, Cf::TtlIndex];
 
 /// A new transaction's overlays, in [`Cf`] order: the index families (ordered by
 /// expiry, changed in no useful order, read by range about once a batch) hashed.
 pub(super) fn overlays() -> [Overlay; 5] {
-    let mut overlays: [Overlay; 5] = Default::default();
-    overlays[Cf::TimerIndex as usize] = Overlay::hashed();
-    overlays[Cf::TtlIndex as usize] = Overlay::hashed();
-    overlays
+    FAMILIES.map(overlay_of)
+}
+
+/// A new overlay of `cf`'s changes (see [`overlays`]).
+fn overlay_of(cf: Cf) -> Overlay {
+    match cf {
+        Cf::TimerIndex | Cf::TtlIndex => Overlay::hashed(),
+        _ => Overlay::default(),
+    }
 }
 
 /// What one buffered change counts.
@@ -135,14 +149,69 @@ impl StateTxn {
 
     /// Removes `key`; returns whether this transaction had deleted it already (one
     /// search, where [`own_change`](Self::own_change) and [`delete`](Self::delete) are two).
-    pub fn delete_once(&mut self, cf: Cf, key: Vec<u8>) -> bool {
+    /// After changes were written ahead of the commit, a key the overlay lacks is looked
+    /// up in the store: absent there, it was deleted (or never was).
+    pub fn delete_once(&mut self, cf: Cf, key: Vec<u8>) -> Result<bool> {
+        if self.wrote_ahead() && self.overlay[cf as usize].get(&key).is_none() {
+            let handle = self.db.cf_handle(cf.name()).context("state column family missing")?;
+            if self.db.get_pinned_cf(handle, &key)?.is_none() {
+                return Ok(true);
+            }
+        }
         let key_len = key.len();
         self.buffered_bytes += change_bytes(key_len, None);
         let replaced = self.overlay[cf as usize].insert(key, None);
         if let Some(replaced) = &replaced {
             self.buffered_bytes -= change_bytes(key_len, replaced.as_ref().map(Vec::len));
         }
-        replaced.is_some_and(|change| change.is_none())
+        Ok(replaced.is_some_and(|change| change.is_none()))
+    }
+
+    /// Whether some of this transaction's changes were written ahead of its commit.
+    fn wrote_ahead(&self) -> bool {
+        self.written_ahead.iter().any(|(put, deleted)| put + deleted > 0)
+    }
+
+    /// Moves this transaction's changes into a transaction of their own, for the store
+    /// to write ahead of the commit ([`ahead`](super::ahead)); but the changes under a
+    /// range the commit drops stay (its deletion at the commit would delete them from
+    /// the family). Reads then see the moved changes in the store: the transaction no
+    /// longer reads the in-memory copy or what it read ahead, which lack them.
+    pub(super) fn split_off_ahead(&mut self) -> StateTxn {
+        let mut part = StateTxn {
+            db: self.db.clone(),
+            overlay: overlays(),
+            prefetched: HashMap::new(),
+            blind: std::mem::take(&mut self.blind),
+            records: self.records.take(),
+            dropped_ranges: Vec::new(),
+            resident: None,
+            resident_finger: Cell::new(0),
+            buffered_bytes: 0,
+            ahead: self.ahead.clone(),
+            written_ahead: Default::default(),
+        };
+        self.resident = None;
+        self.prefetched.clear();
+        self.buffered_bytes = 0;
+        for cf in FAMILIES {
+            let changes = std::mem::replace(&mut self.overlay[cf as usize], overlay_of(cf));
+            for (key, change) in changes.into_sorted() {
+                let stays = self.dropped_ranges.iter().any(|(range_cf, start, end)| {
+                    *range_cf == cf && start.as_slice() <= key.as_slice() && key.as_slice() < end.as_slice()
+                });
+                if stays {
+                    self.buffered_bytes += change_bytes(key.len(), change.as_ref().map(Vec::len));
+                    self.overlay[cf as usize].insert(key, change);
+                } else {
+                    part.overlay[cf as usize].insert(key, change);
+                }
+            }
+            let (put, deleted) = part.change_counts(cf);
+            self.written_ahead[cf as usize].0 += put;
+            self.written_ahead[cf as usize].1 += deleted;
+        }
+        part
     }
 
     /// Undoes this transaction's change of `key`, if any, so that the commit writes
@@ -213,7 +282,8 @@ impl StateTxn {
     /// How many keys of `cf` this transaction changes (writes and deletes).
     pub fn changes(&self, cf: Cf) -> u64 {
         let blind = if cf == Cf::State { self.blind.len() } else { 0 };
-        (self.overlay[cf as usize].changed_keys() + blind) as u64
+        let (put, deleted) = self.written_ahead[cf as usize];
+        (self.overlay[cf as usize].changed_keys() + blind) as u64 + put + deleted
     }
 
     /// Every live entry whose key starts with `prefix`, in key order.
@@ -288,8 +358,9 @@ impl StateTxn {
     pub fn change_counts(&self, cf: Cf) -> (u64, u64) {
         let blind = if cf == Cf::State { self.blind.as_slice() } else { &[] };
         let changes = self.overlay[cf as usize].values().chain(blind.iter().map(|(_, change)| change));
-        let (written, deleted) =
-            changes.fold((0, 0), |(w, d), change| if change.is_some() { (w + 1, d) } else { (w, d + 1) });
-        (written, deleted)
+        changes.fold(
+            self.written_ahead[cf as usize],
+            |(w, d), change| if change.is_some() { (w + 1, d) } else { (w, d + 1) },
+        )
     }
 }

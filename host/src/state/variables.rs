@@ -237,12 +237,12 @@ impl KeyScope {
     /// transaction had deleted it already (a timer found due at the start of a pass
     /// may be deleted by a handler of that pass). Its index entry is left to the
     /// batch's range drop of fired timers ([`Timers::drop_fired_index`]).
-    pub fn timer_fire(&self, txn: &mut StateTxn, expiry: i64) -> bool {
-        if txn.delete_once(Cf::Timers, layout::timer_key(&self.prefix, expiry)) {
-            return false;
+    pub fn timer_fire(&self, txn: &mut StateTxn, expiry: i64) -> Result<bool> {
+        if txn.delete_once(Cf::Timers, layout::timer_key(&self.prefix, expiry))? {
+            return Ok(false);
         }
         txn.forget(Cf::TimerIndex, &layout::timer_index_key(self.operator, expiry, self.key_group, self.key()));
-        true
+        Ok(true)
     }
 
     /// This key's timers, earliest first.

@@ -42,7 +42,7 @@ impl scope::Host for HostState {
         let (key, txn, _) = self.timer_scope("take-timer")?;
         // An earlier handler of this call may have deleted it (a due timer exists
         // otherwise: the index it was found in and the timers are written together).
-        let fires = key.timer_fire(txn, timer.expiry);
+        let fires = key.timer_fire(txn, timer.expiry).map_err(super::trap)?;
         let taken = &mut self.scope.timers[index as usize];
         taken.taken = true;
         taken.fired = fires;

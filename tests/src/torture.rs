@@ -16,6 +16,15 @@ use crate::{Rng, eddy_bin};
 pub trait Tortured {
     /// Writes the spec into `dir`.
     fn write_spec(&self, dir: &Path);
+    /// Writes the spec of the uninterrupted reference run into `dir`: the same spec,
+    /// unless the tortured one takes another way to the same result.
+    fn write_reference_spec(&self, dir: &Path) {
+        self.write_spec(dir);
+    }
+    /// Environment variables of the tortured runs (e.g. fault injection's).
+    fn tortured_env(&self) -> Vec<(&'static str, &'static str)> {
+        Vec::new()
+    }
     /// Writes input files `from..to` (one batch each) into `input`.
     fn write_inputs(&self, input: &Path, from: u64, to: u64);
 }
@@ -26,10 +35,14 @@ pub struct Outcome {
     pub expected: BTreeMap<String, String>,
     /// How many kills the query survived.
     pub kills: u64,
+    /// How many of them left a batch's changes written ahead of its commit (the next
+    /// run rolled the batch back).
+    pub kills_written_ahead: u64,
 }
 
-fn start(dir: &Path) -> Child {
+fn start(dir: &Path, env: &[(&str, &str)]) -> Child {
     Command::new(eddy_bin())
+        .envs(env.iter().copied())
         .args([
             "run",
             dir.join("pipeline.toml").to_str().expect("path"),
@@ -67,13 +80,15 @@ pub fn final_state(dir: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
 }
 
 /// The temporary files and directories (`.….tmp`) anywhere under `dir`, outside the
-/// RocksDB store (which manages its own files).
+/// RocksDB store (which manages its own files), and the store's copies from before a
+/// batch (`store.before-<N>`, `store.discarded`: none is left once every batch committed).
 fn temporary_files(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir(dir).expect("directory").flatten() {
         let path = entry.path();
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') && name.ends_with(".tmp") {
+        let store_copy = name.starts_with("store.before-") || name == "store.discarded";
+        if (name.starts_with('.') && name.ends_with(".tmp")) || store_copy {
             found.push(path);
         } else if path.is_dir() && name != "store" {
             found.extend(temporary_files(&path));
@@ -87,26 +102,28 @@ fn temporary_files(dir: &Path) -> Vec<std::path::PathBuf> {
 /// output, the state and the absence of temporary files agree, and returns what it saw.
 pub fn torture(query: &dyn Tortured, files: u64, min_kills: u64, rng: &mut Rng) -> Outcome {
     let reference = tempfile::tempdir().expect("temp dir");
-    query.write_spec(reference.path());
+    query.write_reference_spec(reference.path());
     std::fs::create_dir_all(reference.path().join("input")).expect("input dir");
     query.write_inputs(&reference.path().join("input"), 0, files);
-    let output = start(reference.path()).wait_with_output().expect("uninterrupted run");
+    let output = start(reference.path(), &[]).wait_with_output().expect("uninterrupted run");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
 
     let tortured = tempfile::tempdir().expect("temp dir");
     query.write_spec(tortured.path());
     std::fs::create_dir_all(tortured.path().join("input")).expect("input dir");
     query.write_inputs(&tortured.path().join("input"), 0, files);
-    let mut kills = 0;
+    let (mut kills, mut kills_written_ahead) = (0, 0);
     let started = Instant::now();
     loop {
-        let mut child = start(tortured.path());
+        let mut child = start(tortured.path(), &query.tortured_env());
         if kills < min_kills {
             std::thread::sleep(Duration::from_millis(100 + rng.below(800)));
             if child.try_wait().expect("status").is_none() {
                 child.kill().expect("kill -9");
                 child.wait().expect("reaped");
                 kills += 1;
+                let store = eddy::checkpoint::CheckpointDir::new(tortured.path().join("checkpoint")).store_dir();
+                kills_written_ahead += u64::from(eddy::state::copy_before(&store).expect("listable").is_some());
                 continue;
             }
         }
@@ -129,5 +146,5 @@ pub fn torture(query: &dyn Tortured, files: u64, min_kills: u64, rng: &mut Rng) 
     let mut leftovers = temporary_files(&tortured.path().join("checkpoint"));
     leftovers.extend(temporary_files(&tortured.path().join("out")));
     assert!(leftovers.is_empty(), "writes interrupted by kills left {leftovers:?}");
-    Outcome { expected, kills }
+    Outcome { expected, kills, kills_written_ahead }
 }

@@ -55,6 +55,34 @@ fn write_inputs(input: &Path, from: u64, to: u64) {
     }
 }
 
+/// The same query, its batches' changes written to the store ahead of the commit
+/// (`spill-state-bytes` of one byte: after nearly every call); its reference run holds
+/// them until the commit.
+struct ScriptedWrittenAhead;
+
+impl Tortured for ScriptedWrittenAhead {
+    fn write_spec(&self, dir: &Path) {
+        write_spec(dir);
+        let spec = std::fs::read_to_string(dir.join("pipeline.toml")).expect("spec");
+        let spec = spec.replace("parallelism = 2\n", "parallelism = 2\nspill-state-bytes = 1\n");
+        std::fs::write(dir.join("pipeline.toml"), spec).expect("spec");
+    }
+
+    fn write_reference_spec(&self, dir: &Path) {
+        write_spec(dir);
+    }
+
+    /// Each batch waits between its output and its commit, its changes written ahead:
+    /// most kills land there, and the next run rolls the batch back.
+    fn tortured_env(&self) -> Vec<(&'static str, &'static str)> {
+        vec![("EDDY_PAUSE_AFTER_PUBLISH_MS", "20")]
+    }
+
+    fn write_inputs(&self, input: &Path, from: u64, to: u64) {
+        write_inputs(input, from, to);
+    }
+}
+
 fn write_spec(dir: &Path) {
     let wasm = repo_root().join("build/wasm/scripted.wasm");
     let spec = format!(
@@ -75,11 +103,29 @@ fn kill_9_at_random_points_loses_and_duplicates_nothing() {
     let min_kills = env_or("EDDY_TORTURE_KILLS", 50);
     let mut rng = Rng(env_or("EDDY_TORTURE_SEED", 0x5eed));
 
-    let Outcome { expected, kills } = torture(&Scripted, files, min_kills, &mut rng);
+    let Outcome { expected, kills, .. } = torture(&Scripted, files, min_kills, &mut rng);
     let rows: usize = expected.values().map(|text| text.lines().count()).sum();
     assert!(rows > files as usize * 8, "the reference run produced output ({rows} rows)");
     let reads =
         expected.values().flat_map(|text| text.lines()).filter(|line| line.contains("\"op\":\"value.get\"")).count();
     assert_eq!(reads, files as usize, "every input file was processed exactly once");
     eprintln!("compared {rows} output rows in {} batches and the final state after {kills} kills", expected.len());
+}
+
+#[test]
+fn kill_9_while_batches_write_their_changes_ahead_of_the_commit_loses_and_duplicates_nothing() {
+    let files = env_or("EDDY_TORTURE_AHEAD_FILES", 1_500);
+    let min_kills = env_or("EDDY_TORTURE_AHEAD_KILLS", 25);
+    let mut rng = Rng(env_or("EDDY_TORTURE_SEED", 0xa7ead));
+
+    let Outcome { expected, kills, kills_written_ahead } = torture(&ScriptedWrittenAhead, files, min_kills, &mut rng);
+    assert!(kills_written_ahead * 3 >= kills, "{kills_written_ahead} of {kills} kills rolled a batch back");
+    let reads =
+        expected.values().flat_map(|text| text.lines()).filter(|line| line.contains("\"op\":\"value.get\"")).count();
+    assert_eq!(reads, files as usize, "every input file was processed exactly once");
+    eprintln!(
+        "compared the output of {} batches and the final state after {kills} kills, {kills_written_ahead} of them \
+         amid changes written ahead",
+        expected.len()
+    );
 }

@@ -62,11 +62,8 @@ impl WriteAhead {
         }
         before_first()?;
         let copy = before_dir(&self.path, batch_id);
-        let temporary = copy.with_extension("tmp");
-        if temporary.exists() {
-            std::fs::remove_dir_all(&temporary)
-                .with_context(|| format!("cannot remove the stale copy {}", temporary.display()))?;
-        }
+        let temporary = temporary_dir(&copy);
+        remove_half_made(&self.path)?;
         rocksdb::checkpoint::Checkpoint::new(db)?
             .create_checkpoint(&temporary)
             .with_context(|| format!("cannot copy the committed state into {}", temporary.display()))?;
@@ -145,14 +142,38 @@ pub fn copy_before(path: &Path) -> Result<Option<(u64, PathBuf)>> {
     Ok(found)
 }
 
+/// Where the copy `copy` is made before a rename publishes it (RocksDB makes it in
+/// this name with `.tmp` added, then renames it here).
+fn temporary_dir(copy: &Path) -> PathBuf {
+    let name = copy.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+    copy.with_file_name(format!(".{name}.tmp"))
+}
+
+/// Removes the copies a run stopped making (`.<store>.before-<N>.tmp`, and RocksDB's
+/// own `….tmp.tmp`).
+fn remove_half_made(path: &Path) -> Result<()> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else { return Ok(()) };
+    let prefix = format!(".{}{BEFORE}", name.to_string_lossy());
+    let Ok(entries) = std::fs::read_dir(parent) else { return Ok(()) };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            let half_made = entry.path();
+            std::fs::remove_dir_all(&half_made)
+                .with_context(|| format!("cannot remove the half-made copy {}", half_made.display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// Where the store goes while its copy takes its place.
 fn discarded_dir(path: &Path) -> PathBuf {
     path.with_extension("discarded")
 }
 
-/// Finishes what a run stopped in the middle of, before the store in `path` opens:
-/// a copy's taking the store's place ([`restore`]), and a half-made copy.
+/// Finishes what a run stopped in the middle of, before the store in `path` opens: a
+/// copy's taking the store's place ([`restore`]); a half-made copy goes.
 pub fn finish_interrupted(path: &Path) -> Result<()> {
+    remove_half_made(path)?;
     let discarded = discarded_dir(path);
     if discarded.exists() {
         if !path.exists() {

@@ -149,8 +149,10 @@ impl StateStore {
             self.resident.discard();
             Ok(())
         })?;
+        // Room for every change and its change-log copy up front, as at the commit.
+        let buffered = txn.buffered_bytes() as usize;
         let part = txn.split_off_ahead();
-        let mut batch = WriteBatch::with_capacity_bytes(part.buffered_bytes() as usize + 4096);
+        let mut batch = WriteBatch::with_capacity_bytes(buffered + buffered / 4 + 4096);
         let mut log = ChangeLogWriter::new(batch_id, ahead.next_chunk, self.spare_chunks.clone());
         let mut feed = ResidentFeed::none();
         let state_cf = self.cf_handle(Cf::State.name())?;

@@ -174,8 +174,9 @@ impl Stage for DedupStage {
             stats.state_rows_updated += 1;
         }
         if let Some(watermark) = time.watermark {
-            for due in Timers::due(&txn, self.operator_id, watermark, |_| true)? {
-                let scope = KeyScope::new(self.operator_id, due.key_group, &due.key, time.processing_time);
+            let due = Timers::due(&txn, self.operator_id, watermark, |_| true)?;
+            for due in due.iter() {
+                let scope = KeyScope::new(self.operator_id, due.key_group, due.key, time.processing_time);
                 scope.timer_fire(&mut txn, due.expiry)?;
                 scope.clear(&mut txn, &self.seen)?;
                 stats.entries_evicted += 1;

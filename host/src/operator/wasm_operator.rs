@@ -430,12 +430,13 @@ impl WasmOperator {
         // Fired key after key (a key's timers still in expiry order): the handlers then
         // read and change the batch's buffered state in its key order, each near the
         // last, instead of all over it (WebAssembly window job −6 %).
-        due.sort_by(|a, b| (a.key_group, &a.key).cmp(&(b.key_group, &b.key)));
+        due.sort_by_key();
         let mut fired = 0;
-        for chunk in due.chunks(TIMERS_PER_CALL) {
+        for start in (0..due.len()).step_by(TIMERS_PER_CALL) {
+            let chunk = due.slice(start, TIMERS_PER_CALL);
             // The processor may handle a prefix of a call's timers (its output grew
             // large): the rest go in the next call.
-            let mut rest = chunk;
+            let mut rest = chunk.as_slice();
             while !rest.is_empty() {
                 let (handled, fired_now) = self.call_expired_timers(rest, time, outputs)?;
                 fired += fired_now;
@@ -450,7 +451,7 @@ impl WasmOperator {
     /// processor handled (at least one) and how many of those fired.
     fn call_expired_timers(
         &mut self,
-        due: &[DueTimer],
+        due: &[DueTimer<'_>],
         time: BatchTime,
         outputs: &mut OutputRows,
     ) -> Result<(usize, usize)> {
@@ -460,13 +461,13 @@ impl WasmOperator {
             HashMap::with_capacity_and_hasher(due.len(), Xxh3DefaultBuilder);
         let mut timers = Vec::with_capacity(due.len());
         for timer in due {
-            let index = match key_index.get(&(timer.key_group, timer.key.as_slice())) {
+            let index = match key_index.get(&(timer.key_group, timer.key)) {
                 Some(&index) => index,
                 None => {
                     let (call_key, values) = self.call_key(timer.key_group, &timer.key, time)?;
                     keys.push(call_key);
                     wire_keys.push(values);
-                    key_index.insert((timer.key_group, timer.key.as_slice()), keys.len() - 1);
+                    key_index.insert((timer.key_group, timer.key), keys.len() - 1);
                     keys.len() - 1
                 }
             };

@@ -47,7 +47,7 @@ pub(super) struct RawInitialState {
 
 /// How many bytes of a batch's changes one shard holds in memory by default before
 /// it writes them to the store ahead of the commit.
-pub const DEFAULT_SPILL_STATE_BYTES: u64 = 256 << 20;
+pub const DEFAULT_SPILL_STATE_BYTES: u64 = 128 << 20;
 
 /// The default number of key groups.
 pub const DEFAULT_KEY_GROUPS: u16 = 128;

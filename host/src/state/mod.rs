@@ -23,4 +23,4 @@ pub use compatibility::{
 };
 pub use store::{CF_NAMES, CHANGELOG, COMMITTED_BATCH, Cf, StateStore, StateTxn};
 pub use ttl::evict_expired;
-pub use variables::{DueTimer, KeyScope, StateKind, Timers, VariableDecl, live_list, value_get};
+pub use variables::{DueTimer, DueTimers, KeyScope, StateKind, Timers, VariableDecl, live_list, value_get};

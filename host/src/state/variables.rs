@@ -255,14 +255,73 @@ impl KeyScope {
 }
 
 /// A timer that is due: its expiry and the key it belongs to.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DueTimer {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DueTimer<'a> {
     /// The time the timer was registered for.
     pub expiry: i64,
     /// The key group of its key.
     pub key_group: u16,
     /// The encoded grouping key.
-    pub key: Vec<u8>,
+    pub key: &'a [u8],
+}
+
+/// The timers due in a batch, compactly (a batch may fire millions): 24 bytes each and
+/// their keys in one buffer, rather than a buffer of its own each.
+#[derive(Debug, Default)]
+pub struct DueTimers {
+    timers: Vec<Due>,
+    keys: Vec<u8>,
+}
+
+/// One due timer of [`DueTimers`]: its key is `keys[key_at..key_at + key_len]`.
+#[derive(Clone, Copy, Debug)]
+struct Due {
+    expiry: i64,
+    key_at: usize,
+    key_len: u32,
+    key_group: u16,
+}
+
+impl DueTimers {
+    fn push(&mut self, expiry: i64, key_group: u16, key: &[u8]) {
+        let key_len = u32::try_from(key.len()).unwrap_or(u32::MAX);
+        self.timers.push(Due { expiry, key_at: self.keys.len(), key_len, key_group });
+        self.keys.extend_from_slice(key);
+    }
+
+    fn at(&self, due: &Due) -> DueTimer<'_> {
+        let key = &self.keys[due.key_at..due.key_at + due.key_len as usize];
+        DueTimer { expiry: due.expiry, key_group: due.key_group, key }
+    }
+
+    /// How many timers are due.
+    pub fn len(&self) -> usize {
+        self.timers.len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.timers.is_empty()
+    }
+
+    /// Puts the timers key after key (by key group, then key); a key's stay in the order
+    /// they were in.
+    pub fn sort_by_key(&mut self) {
+        let keys = &self.keys;
+        let key = |due: &Due| (due.key_group, &keys[due.key_at..due.key_at + due.key_len as usize]);
+        self.timers.sort_by(|a, b| key(a).cmp(&key(b)));
+    }
+
+    /// The timers from `start`, at most `count` of them.
+    pub fn slice(&self, start: usize, count: usize) -> Vec<DueTimer<'_>> {
+        let end = start.saturating_add(count).min(self.timers.len());
+        self.timers.get(start..end).unwrap_or_default().iter().map(|due| self.at(due)).collect()
+    }
+
+    /// Every timer, in order.
+    pub fn iter(&self) -> impl Iterator<Item = DueTimer<'_>> {
+        self.timers.iter().map(|due| self.at(due))
+    }
 }
 
 /// Queries over every key's timers of one operator.
@@ -290,16 +349,16 @@ impl Timers {
 
     /// Every timer of `operator` with `expiry <= deadline` whose key group `owns` says
     /// is wanted, in expiry order (then key).
-    pub fn due(txn: &StateTxn, operator: u16, deadline: i64, owns: impl Fn(u16) -> bool) -> Result<Vec<DueTimer>> {
+    pub fn due(txn: &StateTxn, operator: u16, deadline: i64, owns: impl Fn(u16) -> bool) -> Result<DueTimers> {
         let (start, end) = Self::due_range(operator, deadline)?;
-        let mut out = Vec::new();
+        let mut out = DueTimers::default();
         txn.visit_range(Cf::TimerIndex, &start, Some(&end), |raw, _| {
             let (expiry, key_group, key) = layout::split_timer_index_key(raw).ok_or_else(|| corrupt("timer index"))?;
             if expiry > deadline {
                 bail!("timer index out of order in the state store");
             }
             if owns(key_group) {
-                out.push(DueTimer { expiry, key_group, key: key.to_vec() });
+                out.push(expiry, key_group, key);
             }
             Ok(true)
         })?;

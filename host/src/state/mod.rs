@@ -10,6 +10,7 @@ pub mod layout;
 mod overlay;
 pub mod packed;
 mod resident;
+mod resident_feed;
 mod store;
 mod ttl;
 mod tuning;

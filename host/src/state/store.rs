@@ -18,7 +18,8 @@ use rocksdb::{ColumnFamilyDescriptor, DB, WriteBatch, WriteOptions};
 use super::ahead::{self, WriteAhead};
 use super::changelog::{self, ChangeLogWriter, ChangeRecords, SpareChunks, View};
 use super::overlay::Change;
-use super::resident::{Resident, ResidentChange, ResidentFeed, ResidentState, Taken};
+use super::resident::{Resident, ResidentChange, ResidentState, Taken};
+use super::resident_feed::ResidentFeed;
 use super::tuning;
 use super::txn::overlays;
 use super::unwritten::{self, UNWRITTEN_FROM};
@@ -131,15 +132,17 @@ impl StateStore {
             resident_finger: Cell::new(0),
             ahead: self.ahead.clone(),
             written_ahead: Default::default(),
+            held_back: 0,
         }
     }
 
     /// Writes `txn`'s changes (of batch `batch_id`) to the store now, ahead of the
-    /// batch's commit, when they hold more than `bytes`; returns whether it did. The
-    /// commit then writes the rest (see [`ahead`](super::ahead)). Not for a transaction
-    /// that drops a range of state entries (the change log lacks that change).
+    /// batch's commit, when they hold more than `bytes` (besides those the last time
+    /// could not write); returns whether it did. The commit then writes the rest (see
+    /// [`ahead`](super::ahead)). Not for a transaction that drops a range of state
+    /// entries (the change log lacks that change).
     pub fn write_ahead_over(&self, txn: &mut StateTxn, batch_id: u64, bytes: u64) -> Result<bool> {
-        if txn.buffered_bytes() <= bytes || !txn.logs_every_state_change() {
+        if txn.buffered_bytes().saturating_sub(txn.held_back) <= bytes || !txn.logs_every_state_change() {
             return Ok(false);
         }
         let mut ahead = self.ahead.begin(&self.db, batch_id, || {

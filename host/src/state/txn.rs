@@ -46,6 +46,8 @@ pub struct StateTxn {
     /// How many changes of each family (puts, deletes) were written ahead of the commit
     /// (see [`ahead`](super::ahead)), in [`Cf`] order.
     pub(super) written_ahead: [(u64, u64); 5],
+    /// The buffered bytes the last write ahead left (changes it may not write ahead).
+    pub(super) held_back: u64,
 }
 
 /// The column families a transaction changes, in [`Cf`] order.
@@ -190,6 +192,7 @@ impl StateTxn {
             buffered_bytes: 0,
             ahead: self.ahead.clone(),
             written_ahead: Default::default(),
+            held_back: 0,
         };
         self.resident = None;
         self.prefetched.clear();
@@ -211,6 +214,7 @@ impl StateTxn {
             self.written_ahead[cf as usize].0 += put;
             self.written_ahead[cf as usize].1 += deleted;
         }
+        self.held_back = self.buffered_bytes;
         part
     }
 

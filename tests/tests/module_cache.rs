@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use arrow::datatypes::{DataType, Field, Schema};
 use eddy::contract::OutputMode;
 use eddy::operator::{OperatorOptions, WasmOperator};
-use eddy::pipeline::InstanceLimits;
+use eddy::pipeline::{DEFAULT_SPILL_STATE_BYTES, InstanceLimits};
 use eddy::wasm::{Module, WasmRuntime};
 use eddy_tests::wasm;
 
@@ -48,6 +48,7 @@ fn declared_state(module: &Module) -> Vec<String> {
         output_mode: OutputMode::Update,
         config_json: "{}".into(),
         limits: InstanceLimits::default(),
+        spill_state_bytes: DEFAULT_SPILL_STATE_BYTES,
         initial_state_schema: None,
         event_time_column: None,
         key_group_range: 0..4,

@@ -164,16 +164,29 @@ impl StateReader {
 
     /// Opens the store in `path` read-only as of its last committed batch: while a batch
     /// whose changes were written ahead of its commit has not committed, the copy of
-    /// the store from before it.
+    /// the store from before it. A batch that commits (its copy going) while the store
+    /// opens may show in part: the store is opened again.
     fn open_committed(path: &Path) -> Result<Self> {
-        let reader = Self::open(path)?;
-        if let Some((batch, copy)) = copy_before(path)?
-            && reader.committed_batch()?.is_none_or(|committed| committed < batch)
-            && let Ok(before) = Self::open(&copy)
-        {
-            return Ok(before);
+        for _ in 0..8 {
+            let before = copy_before(path)?;
+            let reader = Self::open(path)?;
+            let after = copy_before(path)?;
+            let Some((batch, copy)) = after else {
+                if before.is_some() {
+                    continue;
+                }
+                return Ok(reader);
+            };
+            if reader.committed_batch()?.is_some_and(|committed| committed >= batch) {
+                return Ok(reader);
+            }
+            match Self::open(&copy) {
+                Ok(before) => return Ok(before),
+                Err(_) if !copy.exists() => continue,
+                Err(error) => return Err(error),
+            }
         }
-        Ok(reader)
+        bail!("the state store in {} changed while it was opened, eight times; try again", path.display())
     }
 
     /// Opens the store in `path` read-only. Works while a query holds it open.

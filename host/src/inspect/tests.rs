@@ -280,3 +280,33 @@ fn missing_store_says_what_to_do() {
     let error = StateReader::open_checkpoint(&dir.path().join("nope")).err().expect("no dir");
     assert!(error.to_string().contains("does not exist"), "{error}");
 }
+
+#[test]
+fn a_batch_written_ahead_of_its_commit_is_not_read_until_it_commits() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store_dir = crate::checkpoint::CheckpointDir::new(dir.path()).store_dir();
+    let store = StateStore::open(&store_dir)?;
+    let mut first = store.begin();
+    first.put(Cf::State, b"a".to_vec(), b"1".to_vec());
+    store.commit(first, 0)?;
+    let mut txn = store.begin();
+    txn.put(Cf::State, b"a".to_vec(), b"2".to_vec());
+    assert!(store.write_ahead_over(&mut txn, 1, 0)?);
+    let value = |reader: &StateReader| -> Result<Option<Vec<u8>>> {
+        let mut found = None;
+        reader.scan_state(b"a", |_, value| {
+            found = Some(value.to_vec());
+            Ok(())
+        })?;
+        Ok(found)
+    };
+    let reader = StateReader::open_checkpoint(dir.path())?;
+    assert_eq!(reader.committed_batch()?, Some(0));
+    assert_eq!(value(&reader)?, Some(b"1".to_vec()), "batch 1 is not committed yet");
+    drop(reader);
+    store.commit(txn, 1)?;
+    let reader = StateReader::open_checkpoint(dir.path())?;
+    assert_eq!(reader.committed_batch()?, Some(1));
+    assert_eq!(value(&reader)?, Some(b"2".to_vec()));
+    Ok(())
+}

@@ -90,16 +90,21 @@ impl WriteAhead {
         }
     }
 
-    /// After batch `batch_id` committed durably: its copy of the state before it goes.
-    pub fn committed(&self, batch_id: u64) -> Result<()> {
+    /// After batch `batch_id` committed durably: its copy of the state before it goes
+    /// (a copy that cannot be removed now goes when the store next opens).
+    pub fn committed(&self, batch_id: u64) {
         let mut state = self.lock();
         if state.batch != Some(batch_id) {
-            return Ok(());
+            return;
         }
-        let copy = before_dir(&self.path, batch_id);
-        std::fs::remove_dir_all(&copy).with_context(|| format!("cannot remove {}", copy.display()))?;
         *state = AheadState::default();
-        Ok(())
+        let copy = before_dir(&self.path, batch_id);
+        if let Err(error) = std::fs::remove_dir_all(&copy) {
+            crate::log::warn(&format!(
+                "cannot remove {} after batch {batch_id} committed ({error}); it goes when the query next starts",
+                copy.display()
+            ));
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, AheadState> {
@@ -127,7 +132,7 @@ fn before_dir(path: &Path, batch_id: u64) -> PathBuf {
 pub fn copy_before(path: &Path) -> Result<Option<(u64, PathBuf)>> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else { return Ok(None) };
     let prefix = format!("{}{BEFORE}", name.to_string_lossy());
-    let Ok(entries) = std::fs::read_dir(parent) else { return Ok(None) };
+    let Some(entries) = listing(parent)? else { return Ok(None) };
     let mut found = None;
     for entry in entries {
         let entry = entry.with_context(|| format!("cannot list {}", parent.display()))?;
@@ -150,12 +155,14 @@ fn temporary_dir(copy: &Path) -> PathBuf {
 }
 
 /// Removes the copies a run stopped making (`.<store>.before-<N>.tmp`, and RocksDB's
-/// own `….tmp.tmp`).
-fn remove_half_made(path: &Path) -> Result<()> {
+/// own `….tmp.tmp`): only while the store is open (its lock held), so that another
+/// run's copy in the making is never touched.
+pub fn remove_half_made(path: &Path) -> Result<()> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else { return Ok(()) };
     let prefix = format!(".{}{BEFORE}", name.to_string_lossy());
-    let Ok(entries) = std::fs::read_dir(parent) else { return Ok(()) };
-    for entry in entries.flatten() {
+    let Some(entries) = listing(parent)? else { return Ok(()) };
+    for entry in entries {
+        let entry = entry.with_context(|| format!("cannot list {}", parent.display()))?;
         if entry.file_name().to_string_lossy().starts_with(&prefix) {
             let half_made = entry.path();
             std::fs::remove_dir_all(&half_made)
@@ -165,15 +172,23 @@ fn remove_half_made(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The entries of the directory `dir`; `None` when it does not exist.
+fn listing(dir: &Path) -> Result<Option<std::fs::ReadDir>> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => Ok(Some(entries)),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(error).with_context(|| format!("cannot list {}", dir.display())),
+    }
+}
+
 /// Where the store goes while its copy takes its place.
 fn discarded_dir(path: &Path) -> PathBuf {
     path.with_extension("discarded")
 }
 
-/// Finishes what a run stopped in the middle of, before the store in `path` opens: a
-/// copy's taking the store's place ([`restore`]); a half-made copy goes.
+/// Finishes a copy's taking the place of the store in `path` ([`restore`]) that a run
+/// stopped in the middle of, before the store opens.
 pub fn finish_interrupted(path: &Path) -> Result<()> {
-    remove_half_made(path)?;
     let discarded = discarded_dir(path);
     if discarded.exists() {
         if !path.exists() {

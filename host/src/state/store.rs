@@ -49,6 +49,7 @@ impl StateStore {
     pub fn open(path: &Path) -> Result<Self> {
         ahead::finish_interrupted(path)?;
         let mut store = Self::open_families(path)?;
+        ahead::remove_half_made(path)?;
         if let Some((batch, copy)) = ahead::copy_before(path)? {
             if store.committed_batch()?.is_some_and(|committed| committed >= batch) {
                 std::fs::remove_dir_all(&copy).with_context(|| format!("cannot remove {}", copy.display()))?;
@@ -209,7 +210,9 @@ impl StateStore {
             drop(feed);
             (written, applier.map(|thread| thread.join()))
         });
-        let written = written.and_then(|()| self.ahead.committed(batch_id));
+        if written.is_ok() {
+            self.ahead.committed(batch_id);
+        }
         match changed {
             Some(Ok(Some(mut copy))) if written.is_ok() => {
                 copy.set_deferring(false);

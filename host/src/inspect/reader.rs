@@ -395,6 +395,15 @@ impl StateReader {
             Ok(())
         })?;
         changes.sort_by(|(a_key, a), (b_key, b)| (a.batch, a_key).cmp(&(b.batch, b_key)));
+        // A batch that wrote changes ahead of its commit may log a key more than once
+        // (in order): its last change is the batch's.
+        changes.dedup_by(|later, earlier| {
+            let same = later.1.batch == earlier.1.batch && later.0 == earlier.0;
+            if same {
+                std::mem::swap(later, earlier);
+            }
+            same
+        });
         let changes = changes.into_iter().map(|(_, change)| change).collect();
         Ok(changes)
     }

@@ -310,3 +310,24 @@ fn a_batch_written_ahead_of_its_commit_is_not_read_until_it_commits() -> Result<
     assert_eq!(value(&reader)?, Some(b"2".to_vec()));
     Ok(())
 }
+
+#[test]
+fn the_changes_of_a_batch_written_ahead_are_its_last_change_of_each_entry() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = StateStore::open(&dir.path().join("store"))?;
+    let counts = decl("counts", StateKind::Map, None);
+    let alice = scope("alice");
+    let mut txn = store.begin();
+    alice.map_update(&mut txn, &counts, &cbor(&"x"), &cbor(&1));
+    alice.map_update(&mut txn, &counts, &cbor(&"y"), &cbor(&2));
+    assert!(store.write_ahead_over(&mut txn, 0, 0)?);
+    alice.map_update(&mut txn, &counts, &cbor(&"x"), &cbor(&3));
+    alice.map_remove(&mut txn, &counts, &cbor(&"y"));
+    store.commit(txn, 0)?;
+    drop(store);
+    let reader = StateReader::open(&dir.path().join("store"))?;
+    let changes: Vec<(&str, serde_json::Value)> =
+        reader.changes(0, 0, 0)?.iter().map(|change| (change.change, change.entry.value.clone())).collect();
+    assert_eq!(changes, vec![("update", serde_json::json!(3)), ("delete", serde_json::Value::Null)]);
+    Ok(())
+}

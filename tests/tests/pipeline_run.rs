@@ -169,7 +169,7 @@ fn bad_specs_name_the_file_line_and_what_is_expected() {
     assert_eq!(
         stderr(&eddy(&["run", &spec])),
         format!(
-            "error: {spec}:9: operator.parallel: unknown field `parallel`, expected one of `module`, `key`, `output-mode`, `time-mode`, `key-groups`, `parallelism`, `memory-limit-mb`, `call-timeout-ms`, `max-state-bytes-per-batch`, `max-timers-per-batch`, `max-state-value-bytes`, `max-output-rows-per-call`, `max-output-bytes-per-call`, `max-output-rows-per-batch`, `max-output-bytes-per-batch`, `max-log-bytes-per-call`, `config`, `initial-state`\n"
+            "error: {spec}:9: operator.parallel: unknown field `parallel`, expected one of `module`, `key`, `output-mode`, `time-mode`, `key-groups`, `parallelism`, `memory-limit-mb`, `call-timeout-ms`, `max-state-bytes-per-batch`, `spill-state-bytes`, `max-timers-per-batch`, `max-state-value-bytes`, `max-output-rows-per-call`, `max-output-bytes-per-call`, `max-output-rows-per-batch`, `max-output-bytes-per-batch`, `max-log-bytes-per-call`, `config`, `initial-state`\n"
         )
     );
 

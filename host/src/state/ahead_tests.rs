@@ -5,6 +5,7 @@ use std::path::Path;
 
 use rocksdb::IteratorMode;
 
+use super::tests::Draws;
 use super::*;
 
 /// Every entry of `cf` in the family itself.
@@ -31,18 +32,6 @@ fn logged_changes(store: &StateStore) -> Result<BTreeMap<u64, BTreeMap<Vec<u8>, 
         }
     }
     Ok(batches)
-}
-
-/// A small deterministic pseudo-random sequence (xorshift64).
-struct Draws(u64);
-
-impl Draws {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
 }
 
 fn key(n: u64) -> Vec<u8> {

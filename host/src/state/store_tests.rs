@@ -197,10 +197,10 @@ fn a_packed_entry_is_stored_and_its_records_logged_as_they_are() -> Result<()> {
 }
 
 /// A small deterministic pseudo-random sequence (xorshift64).
-struct Draws(u64);
+pub(super) struct Draws(pub(super) u64);
 
 impl Draws {
-    fn below(&mut self, n: u64) -> u64 {
+    pub(super) fn below(&mut self, n: u64) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;

@@ -13,9 +13,6 @@ use super::layout::{CHANGELOG, Cf};
 /// its oldest entries (what a restart after a crash replays is about this much).
 const MAX_TOTAL_WAL_BYTES: u64 = 64 << 20;
 
-/// The memory all memtables together may take before the largest is flushed.
-const MEMTABLES_BYTES: usize = 96 << 20;
-
 /// The block cache shared by the column families (uncompressed blocks read from
 /// disk; RocksDB's default is 32 MiB per column family).
 const BLOCK_CACHE_BYTES: usize = 64 << 20;
@@ -43,7 +40,6 @@ pub(super) fn db_options(dir: &Path) -> Options {
     // every write-ahead log alive until ~1.5 GB of them piled up, all replayed after
     // a crash; past this total RocksDB flushes them, bounding recovery.
     options.set_max_total_wal_size(MAX_TOTAL_WAL_BYTES);
-    options.set_db_write_buffer_size(MEMTABLES_BYTES);
     options.set_use_direct_io_for_flush_and_compaction(writes_direct(dir));
     options
 }

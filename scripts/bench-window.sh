@@ -12,7 +12,8 @@
 #     no WebAssembly), 10 batches and one batch;
 #   builtin-count: the running count + sum per user on the built-in aggregate stage
 #     ([stage.aggregate], update), 10 batches.
-# Prints events per second, peak RSS and the time of each batch phase per job.
+# Prints events per second, CPU seconds, peak RSS and the time of each batch phase
+# per job.
 # EDDY_BIN=path runs another build;
 # JOBS="count window window-one builtin builtin-one builtin-count" picks jobs.
 set -euo pipefail
@@ -109,12 +110,15 @@ run_job() {
   rm -rf "$work/checkpoint" "$work/out"
   /usr/bin/time -v "$eddy" run "$work/pipeline.toml" --checkpoint "$work/checkpoint" --quiet 2> "$work/time.txt" || {
     cat "$work/time.txt"; exit 1; }
-  local seconds peak_kb batches
+  local seconds cpu peak_kb batches
   seconds=$(grep "Elapsed (wall clock)" "$work/time.txt" | awk '{print $NF}' | awk -F: '{ if (NF == 3) print $1*3600 + $2*60 + $3; else print $1*60 + $2 }')
+  # CPU time (user + system): the jobs are CPU-bound, and it varies less than the wall
+  # time on a machine whose speed varies between runs.
+  cpu=$(grep -E "(User|System) time \(seconds\)" "$work/time.txt" | awk '{sum += $NF} END {printf "%.1f", sum}')
   peak_kb=$(grep "Maximum resident set size" "$work/time.txt" | awk '{print $NF}')
   batches=$(( $(ls "$work/checkpoint/commits" | sort -n | tail -1) + 1 ))
-  printf '%-12s %3d batches  %6.2f s  %5s k events/s  peak RSS %4d MiB  %s\n' "$name" "$batches" "$seconds" \
-    "$(python3 -c "print(f'{$EVENTS / $seconds / 1e3:.0f}')")" "$((peak_kb / 1024))" "$(phases)"
+  printf '%-12s %3d batches  %6.2f s  %5s k events/s  CPU %5s s  peak RSS %4d MiB  %s\n' "$name" "$batches" \
+    "$seconds" "$(python3 -c "print(f'{$EVENTS / $seconds / 1e3:.0f}')")" "$cpu" "$((peak_kb / 1024))" "$(phases)"
 }
 
 # Where the batches' time went, summed over the progress records: waiting for input

@@ -11,8 +11,9 @@
 //! takes the store's place ([`recover`]), so the batch leaves nothing behind and is
 //! run again. A reader opens the copy when there is one (the committed state).
 //!
-//! The store's in-memory copy of the state is dropped at the first such write (its
-//! unwritten entries written first): it would not see the changes written ahead.
+//! The store's in-memory copy of the state is set aside at the first such write (its
+//! unwritten entries written first): it would not see the changes written ahead. It
+//! is loaded again after the batch's commit, when the state still fits its budget.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -71,7 +72,7 @@ impl WriteAhead {
         sync_parent(&copy)?;
         crate::log::debug(&format!(
             "batch {batch_id}'s state changes outgrew the memory for them: written to the store ahead of the commit \
-             (the committed state kept in {}); state reads go to RocksDB from now on",
+             (the committed state kept in {}); state reads go to RocksDB until the batch commits",
             copy.display()
         ));
         *state = AheadState { batch: Some(batch_id), next_chunk: 0 };

@@ -8,8 +8,9 @@
 //! The copy is complete or absent: loaded when the query opens (when the state fits
 //! the budget), changed by each commit exactly as the commit changes RocksDB, and
 //! dropped for good (reads go to RocksDB again) once the state outgrows the budget or
-//! a commit fails. Transactions read the copy of the batch before theirs; a commit
-//! changes it only when no transaction reads it any more.
+//! a commit fails. A batch that writes its changes ahead of its commit sets it aside
+//! until the commit, after which it is loaded again. Transactions read the copy of the
+//! batch before theirs; a commit changes it only when no transaction reads it any more.
 //!
 //! The copy also marks the keys whose entry the `state` column family does not have
 //! yet: the changes of commits that wrote only their change-log records (see
@@ -473,6 +474,9 @@ pub enum Taken {
 #[derive(Clone, Default)]
 pub struct Resident {
     copy: Arc<Mutex<Option<Arc<ResidentState>>>>,
+    /// The budget of a copy set aside while a batch writes its changes ahead of its
+    /// commit, to be loaded again once the batch commits.
+    set_aside: Arc<Mutex<Option<usize>>>,
 }
 
 impl Resident {
@@ -504,9 +508,32 @@ impl Resident {
         }
     }
 
-    /// Drops the copy (the store's reads go to RocksDB from now on).
-    pub fn discard(&self) {
-        *self.lock() = None;
+    /// Drops the copy until [`load_again`](Self::load_again): the store's reads go to
+    /// RocksDB meanwhile.
+    pub fn set_aside(&self) {
+        if let Some(copy) = self.lock().take() {
+            *lock(&self.set_aside) = Some(copy.budget());
+        }
+    }
+
+    /// Loads the copy set aside (if one was) again from `db`'s column family `state`,
+    /// when the state still fits the copy's budget; returns whether it did. A state
+    /// that RocksDB's estimates put over the budget is not read in vain.
+    pub fn load_again(&self, db: &DB, state: &ColumnFamily) -> Result<bool> {
+        let Some(budget) = lock(&self.set_aside).take() else { return Ok(false) };
+        let estimate = |name| db.property_int_value_cf(state, name).ok().flatten().unwrap_or(0);
+        let at_least = estimate("rocksdb.estimate-num-keys")
+            .saturating_mul(ENTRY_OVERHEAD_BYTES as u64)
+            .saturating_add(estimate("rocksdb.estimate-live-data-size"));
+        if at_least > budget as u64 {
+            return Ok(false);
+        }
+        self.load(db, state, budget)
+    }
+
+    /// Forgets a copy set aside: it is not loaded again.
+    pub fn forget_set_aside(&self) {
+        *lock(&self.set_aside) = None;
     }
 
     /// Puts back the copy a successful commit changed.
@@ -525,9 +552,13 @@ impl Resident {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Arc<ResidentState>>> {
-        // Only whole copies are stored or taken: a panic elsewhere leaves none half-changed.
-        self.copy.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.copy)
     }
+}
+
+/// Only whole values are stored or taken: a panic elsewhere leaves none half-changed.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

@@ -93,6 +93,12 @@ impl StateStore {
         self.resident.load(&self.db, self.cf_handle(Cf::State.name())?, budget)
     }
 
+    /// Whether the store holds its state in memory now.
+    #[cfg(test)]
+    pub(super) fn holds_state_in_memory(&self) -> bool {
+        self.resident.inspect(|_| ()).is_some()
+    }
+
     /// Writes to the `state` family what the in-memory copy has and it lacks, if anything.
     fn write_unwritten(&self) -> Result<()> {
         let state = self.cf_handle(Cf::State.name())?;
@@ -148,9 +154,9 @@ impl StateStore {
         }
         let mut ahead = self.ahead.begin(&self.db, batch_id, || {
             // The family gets what the in-memory copy has and it lacks, and the copy
-            // goes: it would not see the changes written ahead.
+            // goes until the commit: it would not see the changes written ahead.
             self.write_unwritten()?;
-            self.resident.discard();
+            self.resident.set_aside();
             Ok(())
         })?;
         // Room for every change and its change-log copy up front, as at the commit.
@@ -213,7 +219,7 @@ impl StateStore {
         if written.is_ok() {
             self.ahead.committed(batch_id);
         }
-        match changed {
+        let committed = match changed {
             Some(Ok(Some(mut copy))) if written.is_ok() => {
                 copy.set_deferring(false);
                 self.resident.put_back(copy);
@@ -223,6 +229,27 @@ impl StateStore {
             // when the commit failed after taking a copy that lagged and was shared).
             _ if may_lag || written.is_err() => written.and(self.catch_up()),
             _ => written,
+        };
+        self.load_set_aside(committed.is_ok(), batch_id);
+        committed
+    }
+
+    /// After batch `batch_id`'s commit, loads the in-memory copy its write-ahead set
+    /// aside again (the family has every committed change then), when the state still
+    /// fits the copy's budget. A copy that cannot be loaded leaves reads on RocksDB:
+    /// the commit stands.
+    fn load_set_aside(&self, committed: bool, batch_id: u64) {
+        if !committed {
+            self.resident.forget_set_aside();
+            return;
+        }
+        let loaded = self.cf_handle(Cf::State.name()).and_then(|state| self.resident.load_again(&self.db, state));
+        if let Err(error) = loaded {
+            crate::log::warn(&format!(
+                "after batch {batch_id}, whose changes were written ahead of its commit, the state in {} could not \
+                 be loaded into memory again (state reads go to RocksDB): {error:#}",
+                self.path.display()
+            ));
         }
     }
 

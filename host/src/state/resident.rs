@@ -516,11 +516,15 @@ impl Resident {
         }
     }
 
-    /// Loads the copy set aside (if one was) again from `db`'s column family `state`,
-    /// when the state still fits the copy's budget; returns whether it did. A state
-    /// that RocksDB's estimates put over the budget is not read in vain.
-    pub fn load_again(&self, db: &DB, state: &ColumnFamily) -> Result<bool> {
-        let Some(budget) = lock(&self.set_aside).take() else { return Ok(false) };
+    /// The budget of the copy set aside (if one was), no longer remembered.
+    pub fn take_set_aside(&self) -> Option<usize> {
+        lock(&self.set_aside).take()
+    }
+
+    /// Loads the copy set aside with `budget` again from `db`'s column family `state`,
+    /// when the state still fits it; returns whether it did. A state that RocksDB's
+    /// estimates put over the budget is not read in vain.
+    pub fn load_again(&self, db: &DB, state: &ColumnFamily, budget: usize) -> Result<bool> {
         let estimate = |name| db.property_int_value_cf(state, name).ok().flatten().unwrap_or(0);
         let at_least = estimate("rocksdb.estimate-num-keys")
             .saturating_mul(ENTRY_OVERHEAD_BYTES as u64)
@@ -529,11 +533,6 @@ impl Resident {
             return Ok(false);
         }
         self.load(db, state, budget)
-    }
-
-    /// Forgets a copy set aside: it is not loaded again.
-    pub fn forget_set_aside(&self) {
-        *lock(&self.set_aside) = None;
     }
 
     /// Puts back the copy a successful commit changed.

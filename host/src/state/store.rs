@@ -239,11 +239,12 @@ impl StateStore {
     /// fits the copy's budget. A copy that cannot be loaded leaves reads on RocksDB:
     /// the commit stands.
     fn load_set_aside(&self, committed: bool, batch_id: u64) {
+        let Some(budget) = self.resident.take_set_aside() else { return };
         if !committed {
-            self.resident.forget_set_aside();
             return;
         }
-        let loaded = self.cf_handle(Cf::State.name()).and_then(|state| self.resident.load_again(&self.db, state));
+        let loaded =
+            self.cf_handle(Cf::State.name()).and_then(|state| self.resident.load_again(&self.db, state, budget));
         if let Err(error) = loaded {
             crate::log::warn(&format!(
                 "after batch {batch_id}, whose changes were written ahead of its commit, the state in {} could not \

@@ -21,8 +21,8 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use eddy_guest::{
-    ExpiredTimer, InitContext, Key, MapState, Output, Result, Rows, Schema, StatefulProcessor, TimeMode, TimerValues,
-    Timers, Ttl, ValueState, bail, export_processor, row,
+    DataType, ExpiredTimer, InitContext, Key, MapState, Output, Result, Rows, Schema, StatefulProcessor, TimeMode,
+    TimerValues, Timers, Ttl, ValueState, bail, export_processor, row,
 };
 use serde::{Deserialize, Serialize};
 
@@ -131,9 +131,11 @@ impl StatefulProcessor for FreezerStats {
         let mut batch: BTreeMap<i64, Stats> = BTreeMap::new();
         let mut late = 0;
         let values = rows.column(self.value_column.as_str())?;
-        let readings: Cow<[f64]> = match values.f64s() {
-            Ok(readings) => Cow::Borrowed(readings),
-            Err(_) => Cow::Owned(values.i64s()?.iter().map(|v| *v as f64).collect()),
+        // By the column's type, not by trying `f64s` first: its error (a formatted
+        // message) would be built and dropped for every key of a BIGINT column.
+        let readings: Cow<[f64]> = match values.field().data_type {
+            DataType::Int64 => Cow::Owned(values.i64s()?.iter().map(|v| *v as f64).collect()),
+            _ => Cow::Borrowed(values.f64s()?),
         };
         let times = rows.column(self.time_column.as_str())?;
         for (row, (reading, ts)) in readings.iter().zip(times.timestamps()?).enumerate() {

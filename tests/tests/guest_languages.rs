@@ -3,6 +3,7 @@
 //! the Rust examples print, continue each other's checkpoints (the SDKs write the same
 //! CBOR), and a handler's exception reaches the user with its message, key and stack.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -84,7 +85,35 @@ fn continue_in_another_language(name: &str, first: &str, second: &str) -> String
         printed +=
             &stdout(&eddy(&["run", spec.to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")]));
     }
+    // A Rust module that never lists its timers keeps them in the timer index only; the
+    // Python and TypeScript modules import list-timers, so their timers are also kept
+    // by key: the second run converted the first's.
+    let (by_key, indexed) = stored_timers(&checkpoint);
+    if second.ends_with("_py") || second.ends_with("_ts") {
+        assert_eq!(by_key, indexed, "{first} then {second}: every timer kept by key");
+    } else {
+        assert!(by_key.is_empty(), "{first} then {second}: no timer kept by key");
+    }
     printed
+}
+
+/// Timers as (key, expiry).
+type TimerSet = BTreeSet<(Vec<u8>, i64)>;
+
+/// A checkpoint's timers, as kept by key and as in its timer index.
+fn stored_timers(checkpoint: &Path) -> (TimerSet, TimerSet) {
+    use eddy::state::{Cf, StateStore, layout};
+    let store = StateStore::open(&eddy::checkpoint::CheckpointDir::new(checkpoint).store_dir()).expect("store");
+    let txn = store.begin();
+    let by_key = txn.scan_prefix(Cf::Timers, &[]).expect("timers").into_iter().map(|(raw, _)| {
+        let (_, _, key, rest) = layout::split_key_prefix(&raw).expect("a timer key");
+        (key.to_vec(), layout::from_sortable_i64(rest).expect("an expiry"))
+    });
+    let indexed = txn.scan_prefix(Cf::TimerIndex, &[]).expect("timer index").into_iter().map(|(raw, _)| {
+        let (expiry, _, key) = layout::split_timer_index_key(&raw).expect("an index key");
+        (key.to_vec(), expiry)
+    });
+    (by_key.collect(), indexed.collect())
 }
 
 #[test]

@@ -13,7 +13,7 @@ use crate::operator::{AggregateStage, DedupStage, OperatorOptions, ShardedOperat
 use crate::pipeline::{OperatorSpec, Pipeline, StageKind, StageSpec};
 use crate::sink::{Sink, SinkOwner};
 use crate::source::{Source, list_input_files};
-use crate::state::{OperatorStateSchema, StateStore};
+use crate::state::{OperatorStateSchema, SchemaCheck, StateStore};
 use crate::wasm::WasmRuntime;
 
 /// The opened parts of a query.
@@ -116,8 +116,11 @@ fn open_stages(
                 let (mut operator, schema) =
                     if pipeline.stages.len() > 1 { opened.with_context(place)? } else { opened? };
                 let deleted = operator.deleted_state();
-                let delete = check_schema(store, spec.operator_id, schema, &deleted, checkpoint, schemas_to_record)?;
-                operator.delete_state_with_next_batch(delete);
+                let found = check_schema(store, spec.operator_id, schema, &deleted, checkpoint, schemas_to_record)?;
+                operator.delete_state_with_next_batch(found.delete);
+                if found.convert_timers {
+                    operator.convert_timers_with_next_batch();
+                }
                 (Box::new(operator), None)
             }
             StageKind::Sql(query) => {
@@ -173,7 +176,7 @@ fn check_schema(
     deleted: &[String],
     checkpoint: &CheckpointDir,
     schemas_to_record: &mut Vec<(u16, OperatorStateSchema)>,
-) -> Result<Vec<String>> {
+) -> Result<SchemaCheck> {
     let found = crate::state::check(store, operator, &schema, deleted, checkpoint)?;
     if found.record {
         schemas_to_record.push((operator, schema));
@@ -181,7 +184,7 @@ fn check_schema(
         // The store has it; the readable copy may lack it if a crash came between the two.
         crate::state::write_schema_file(checkpoint, operator, &schema)?;
     }
-    Ok(found.delete)
+    Ok(found)
 }
 
 /// Loads a processor stage's module and opens its shards on rows of `input`; returns
@@ -224,6 +227,7 @@ fn open_processor(
         module_sha256: module.sha256.clone(),
         stage: stage.name.clone(),
         window_aggregates: Vec::new(),
+        timers_by_key: operator.timers_by_key(),
     };
     if let Some(required) = spec.time_mode
         && required != operator.time_mode()

@@ -494,20 +494,26 @@ impl StateReader {
         Ok(out)
     }
 
-    /// Every timer of `operator` (of `key` only, if given), by key then expiry.
+    /// Every timer of `operator` (of `key` only, if given), by key then expiry. Read
+    /// from the timer index, which holds every operator's timers (the `timers` family
+    /// holds them by key only for an operator that lists them).
     pub fn timers(&self, operator: u16, key: Option<&[serde_json::Value]>) -> Result<Vec<TimerEntry>> {
+        let mut found = Vec::new();
+        self.scan(Cf::TimerIndex.name(), &operator.to_be_bytes(), |raw, _| {
+            let (expiry, key_group, key_bytes) = layout::split_timer_index_key(raw)
+                .with_context(|| format!("corrupt timer index key {} in {}", hex(raw), self.path.display()))?;
+            found.push((key_group, key_bytes.to_vec(), expiry));
+            Ok(())
+        })?;
+        // The order of the `timers` family's keys: key group, key length, key, expiry.
+        found.sort_unstable_by(|a, b| (a.0, a.1.len(), &a.1, a.2).cmp(&(b.0, b.1.len(), &b.1, b.2)));
         let mut out = Vec::new();
-        self.scan(Cf::Timers.name(), &operator.to_be_bytes(), |raw, _| {
-            let (_, key_group, key_bytes, rest) = layout::split_key_prefix(raw)
-                .with_context(|| format!("corrupt timer key {} in {}", hex(raw), self.path.display()))?;
-            let expiry = layout::from_sortable_i64(rest)
-                .with_context(|| format!("corrupt timer key {} in {}", hex(raw), self.path.display()))?;
-            let key_json = decode_key(key_bytes);
+        for (key_group, key_bytes, expiry) in found {
+            let key_json = decode_key(&key_bytes);
             if key.is_none_or(|wanted| wanted == key_json.as_slice()) {
                 out.push(TimerEntry { key: key_json, key_group, expiry, expires_at: format_micros_iso(expiry) });
             }
-            Ok(())
-        })?;
+        }
         Ok(out)
     }
 
@@ -530,8 +536,8 @@ impl StateReader {
             var.1 += 1;
             Ok(())
         })?;
-        self.scan(Cf::Timers.name(), &[], |raw, _| {
-            if let Some((operator, ..)) = layout::split_key_prefix(raw) {
+        self.scan(Cf::TimerIndex.name(), &[], |raw, _| {
+            if let Some(operator) = raw.get(..2).map(|op| u16::from_be_bytes([op[0], op[1]])) {
                 operators.entry(operator).or_default().timers += 1;
             }
             Ok(())

@@ -97,6 +97,7 @@ fn key_filter_works_with_and_without_key_groups() {
         module_sha256: "00".into(),
         stage: String::new(),
         window_aggregates: Vec::new(),
+        timers_by_key: true,
     };
     store.write_meta(&schema_key(0), &serde_json::to_vec(&schema).unwrap()).unwrap();
     let reader = StateReader::open(dir.path()).unwrap();
@@ -147,6 +148,7 @@ fn declared_schema_overrides_inference() {
         module_sha256: "00".into(),
         stage: String::new(),
         window_aggregates: Vec::new(),
+        timers_by_key: true,
     };
     store.write_meta(&schema_key(0), &serde_json::to_vec(&schema).unwrap()).unwrap();
     let reader = StateReader::open(dir.path()).unwrap();
@@ -170,6 +172,7 @@ fn reads_the_schema_the_engine_records() {
         module_sha256: "00".into(),
         stage: String::new(),
         window_aggregates: Vec::new(),
+        timers_by_key: true,
     };
     let checkpoint = tempfile::tempdir().unwrap();
     let found = check(&store, 0, &engine_schema, &[], &CheckpointDir::new(checkpoint.path())).unwrap();

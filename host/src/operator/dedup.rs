@@ -77,6 +77,7 @@ impl DedupStage {
             module_sha256: format!("builtin:dedup:{:?}", self.retention),
             stage: self.name.clone(),
             window_aggregates: Vec::new(),
+            timers_by_key: true,
         }
     }
 

@@ -85,6 +85,18 @@ impl ShardedOperator {
         self.shards.iter_mut().for_each(|shard| shard.delete_state_with_next_batch(names.clone()));
     }
 
+    /// Whether the keys' timers are kept by key as well as in the timer index.
+    pub fn timers_by_key(&self) -> bool {
+        self.first().timers_by_key()
+    }
+
+    /// Converts the stored timers to how this module keeps them, with the next batch.
+    pub fn convert_timers_with_next_batch(&mut self) {
+        let how = if self.timers_by_key() { "by key and in the timer index" } else { "in the timer index only" };
+        crate::log::info(&format!("operator {}: the next batch keeps the stored timers {how}", self.operator_id));
+        self.shards.iter_mut().for_each(WasmOperator::convert_timers_with_next_batch);
+    }
+
     /// The processor's time mode.
     pub fn time_mode(&self) -> TimeMode {
         self.first().time_mode()

@@ -111,6 +111,12 @@ pub struct WasmOperator {
     calls: CallStats,
     /// Stored variables whose data the next batch deletes.
     deleting: Vec<String>,
+    /// Whether the keys' timers are kept by key as well as in the timer index (the
+    /// module lists timers).
+    timers_by_key: bool,
+    /// The next batch converts the stored timers to [`timers_by_key`](Self::timers_by_key)
+    /// (they were kept the other way).
+    converting_timers: bool,
 }
 
 impl WasmOperator {
@@ -154,6 +160,8 @@ impl WasmOperator {
             output_schema,
             calls: CallStats::default(),
             deleting: Vec::new(),
+            timers_by_key: module.lists_timers,
+            converting_timers: false,
         })
     }
 
@@ -176,6 +184,17 @@ impl WasmOperator {
     /// with the next batch.
     pub fn delete_state_with_next_batch(&mut self, names: Vec<String>) {
         self.deleting = names;
+    }
+
+    /// Whether the keys' timers are kept by key as well as in the timer index.
+    pub fn timers_by_key(&self) -> bool {
+        self.timers_by_key
+    }
+
+    /// Converts the stored timers (in this instance's key groups) to how this module
+    /// keeps them, with the next batch.
+    pub fn convert_timers_with_next_batch(&mut self) {
+        self.converting_timers = true;
     }
 
     /// The processor's time mode.
@@ -222,6 +241,7 @@ impl WasmOperator {
         let mut outputs = OutputRows::new(self.output_schema.clone());
         let result = self
             .delete_variables()
+            .and_then(|()| self.convert_timers())
             .and_then(|()| self.run_keys(store, input, groups, time, &mut outputs))
             .and_then(|()| {
                 let timers_fired = self.fire_timers(store, time, &mut outputs)?;
@@ -309,10 +329,22 @@ impl WasmOperator {
         Ok(())
     }
 
+    /// Converts the stored timers to how this module keeps them (see
+    /// [`Timers::keep_by_key`]), when the stored state kept them the other way.
+    fn convert_timers(&mut self) -> Result<()> {
+        if !std::mem::take(&mut self.converting_timers) {
+            return Ok(());
+        }
+        let txn = self.instance.txn_mut().context("no state transaction during the batch")?;
+        let key_groups = self.options.key_group_range.clone();
+        Timers::keep_by_key(txn, self.options.operator_id, key_groups, self.timers_by_key)
+    }
+
     /// Key `encoded` of `key_group` as a key of a call, and its values.
     fn call_key(&self, key_group: u16, encoded: &[u8], time: BatchTime) -> Result<(CallKey, Vec<Scalar>)> {
         let values = key::decode(encoded).context("a grouping key in the state store is corrupt")?;
-        let scope = KeyScope::new(self.options.operator_id, key_group, encoded, time.processing_time);
+        let scope = KeyScope::new(self.options.operator_id, key_group, encoded, time.processing_time)
+            .with_timers_by_key(self.timers_by_key);
         Ok((CallKey { scope }, values))
     }
 

@@ -36,6 +36,19 @@ pub struct OperatorStateSchema {
     /// `avg`): its values hold their numbers by position, which the reader names by these.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub window_aggregates: Vec<String>,
+    /// Whether the keys' timers are kept by key (the `timers` family) as well as in the
+    /// timer index: for a processor that lists timers, and for every operator of a
+    /// store written before this was recorded. A restart converts them when it changes.
+    #[serde(default = "kept", skip_serializing_if = "is_kept")]
+    pub timers_by_key: bool,
+}
+
+fn kept() -> bool {
+    true
+}
+
+fn is_kept(timers_by_key: &bool) -> bool {
+    *timers_by_key
 }
 
 /// The meta key of `operator`'s state schema.
@@ -58,6 +71,9 @@ pub struct SchemaCheck {
     pub record: bool,
     /// Stored variables the new version deletes: delete their data with the next batch.
     pub delete: Vec<String>,
+    /// The stored timers are kept the other way than `current` keeps them (by key or in
+    /// the timer index only): convert them with the next batch.
+    pub convert_timers: bool,
 }
 
 /// Checks `current` (whose processor deletes the variables `deleted`) against the schema
@@ -75,7 +91,9 @@ pub fn check(
 ) -> Result<SchemaCheck> {
     let stored = stored_schema(store, operator)?;
     let mut delete = Vec::new();
+    let mut convert_timers = false;
     if let Some(stored) = &stored {
+        convert_timers = stored.timers_by_key != current.timers_by_key;
         let changes = incompatible_changes(stored, current, deleted);
         if !changes.is_empty() {
             bail!(
@@ -95,7 +113,7 @@ pub fn check(
             .map(|before| before.name.clone())
             .collect();
     }
-    Ok(SchemaCheck { record: stored.as_ref() != Some(current), delete })
+    Ok(SchemaCheck { record: stored.as_ref() != Some(current), delete, convert_timers })
 }
 
 /// The meta entry that records `schema` as `operator`'s, to be written in a batch's commit.

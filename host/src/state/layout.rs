@@ -10,6 +10,9 @@
 //! timer index CF:  op u16 | expiry (sortable i64) | key group u16 | key len u32 | key
 //! ```
 //!
+//! The timer index holds every timer; the timers CF holds them by key too only for an
+//! operator whose module lists timers (`list-timers`).
+//!
 //! Values carry their expiry (processing time, microseconds) in front: `i64::MAX`
 //! means "never". A list is one value holding every element with its own expiry.
 
@@ -18,7 +21,7 @@
 pub enum Cf {
     /// Value, list and map variables.
     State = 0,
-    /// Timers, keyed by grouping key then expiry.
+    /// Timers, keyed by grouping key then expiry (only for operators that list them).
     Timers = 1,
     /// Timers, keyed by expiry then grouping key (for firing in time order).
     TimerIndex = 2,

@@ -556,3 +556,7 @@ mod tests;
 #[cfg(test)]
 #[path = "ahead_tests.rs"]
 mod ahead_tests;
+
+#[cfg(test)]
+#[path = "timer_tests.rs"]
+mod timer_tests;

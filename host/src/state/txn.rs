@@ -218,6 +218,12 @@ impl StateTxn {
         part
     }
 
+    /// Whether this transaction deleted `key` (its own changes only: not one written
+    /// ahead of the commit).
+    pub fn deleted_here(&self, cf: Cf, key: &[u8]) -> bool {
+        matches!(self.overlay[cf as usize].get(key), Some(None))
+    }
+
     /// Undoes this transaction's change of `key`, if any, so that the commit writes
     /// nothing for it: for an entry under a range the commit drops anyway
     /// ([`drop_committed_range`](Self::drop_committed_range)) that was put in this

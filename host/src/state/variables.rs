@@ -3,6 +3,8 @@
 //! Every read hides values whose TTL has expired at the batch's processing time, so a
 //! processor never sees an expired value even before it is physically removed.
 
+use std::ops::Range;
+
 use anyhow::{Context, Result, bail};
 
 use super::layout::{self, NEVER};
@@ -63,6 +65,10 @@ pub struct KeyScope {
     /// (after its first [`layout::KEY_PREFIX_HEADER`] bytes).
     prefix: Vec<u8>,
     now: i64,
+    /// Whether the key's timers are also kept by key (the `timers` family), besides the
+    /// timer index: only an operator whose timers are listed needs them (see
+    /// [`with_timers_by_key`](Self::with_timers_by_key)).
+    timers_by_key: bool,
 }
 
 fn corrupt(what: &str) -> anyhow::Error {
@@ -90,7 +96,22 @@ pub fn live_list(raw: &[u8], now: i64) -> Result<Vec<(i64, Vec<u8>)>> {
 impl KeyScope {
     /// The scope of `key` (encoded) in `key_group` of `operator` at processing time `now`.
     pub fn new(operator: u16, key_group: u16, key: &[u8], now: i64) -> Self {
-        Self { operator, key_group, prefix: layout::key_prefix(operator, key_group, key), now }
+        Self { operator, key_group, prefix: layout::key_prefix(operator, key_group, key), now, timers_by_key: true }
+    }
+
+    /// This scope with the key's timers kept by key (the default) or only in the timer
+    /// index. The index alone serves registering, deleting and firing timers: a timer
+    /// then costs one write instead of two when registered and none when it fires.
+    /// Listing a key's timers needs them by key; an operator's store converts between
+    /// the two ([`Timers::keep_by_key`]).
+    pub fn with_timers_by_key(mut self, timers_by_key: bool) -> Self {
+        self.timers_by_key = timers_by_key;
+        self
+    }
+
+    /// The family whose changes count a key's timer registrations and deletions.
+    pub fn timer_family(&self) -> Cf {
+        if self.timers_by_key { Cf::Timers } else { Cf::TimerIndex }
     }
 
     /// The encoded grouping key.
@@ -222,15 +243,22 @@ impl KeyScope {
 
     /// Registers a timer at `expiry` for this key (once, however often it is called).
     pub fn timer_register(&self, txn: &mut StateTxn, expiry: i64) {
-        txn.put(Cf::Timers, layout::timer_key(&self.prefix, expiry), Vec::new());
-        let index = layout::timer_index_key(self.operator, expiry, self.key_group, self.key());
-        txn.put(Cf::TimerIndex, index, Vec::new());
+        if self.timers_by_key {
+            txn.put(Cf::Timers, layout::timer_key(&self.prefix, expiry), Vec::new());
+        }
+        txn.put(Cf::TimerIndex, self.timer_index_key(expiry), Vec::new());
+    }
+
+    fn timer_index_key(&self, expiry: i64) -> Vec<u8> {
+        layout::timer_index_key(self.operator, expiry, self.key_group, self.key())
     }
 
     /// Deletes this key's timer at `expiry`, if there is one.
     pub fn timer_delete(&self, txn: &mut StateTxn, expiry: i64) {
-        txn.delete(Cf::Timers, layout::timer_key(&self.prefix, expiry));
-        txn.delete(Cf::TimerIndex, layout::timer_index_key(self.operator, expiry, self.key_group, self.key()));
+        if self.timers_by_key {
+            txn.delete(Cf::Timers, layout::timer_key(&self.prefix, expiry));
+        }
+        txn.delete(Cf::TimerIndex, self.timer_index_key(expiry));
     }
 
     /// Deletes this key's due timer at `expiry` as it fires; false when this
@@ -238,15 +266,28 @@ impl KeyScope {
     /// may be deleted by a handler of that pass). Its index entry is left to the
     /// batch's range drop of fired timers ([`Timers::drop_fired_index`]).
     pub fn timer_fire(&self, txn: &mut StateTxn, expiry: i64) -> Result<bool> {
-        if txn.delete_once(Cf::Timers, layout::timer_key(&self.prefix, expiry))? {
+        let index = self.timer_index_key(expiry);
+        if !self.timers_by_key {
+            // A timer deleted before the pass is not due; one deleted during it is a
+            // change this transaction holds (the pass's range drop keeps the changes
+            // inside the range from being written ahead of the commit).
+            if txn.deleted_here(Cf::TimerIndex, &index) {
+                return Ok(false);
+            }
+        } else if txn.delete_once(Cf::Timers, layout::timer_key(&self.prefix, expiry))? {
             return Ok(false);
         }
-        txn.forget(Cf::TimerIndex, &layout::timer_index_key(self.operator, expiry, self.key_group, self.key()));
+        txn.forget(Cf::TimerIndex, &index);
         Ok(true)
     }
 
-    /// This key's timers, earliest first.
+    /// This key's timers, earliest first (only when kept by key).
     pub fn timer_list(&self, txn: &StateTxn) -> Result<Vec<i64>> {
+        if !self.timers_by_key {
+            bail!(
+                "this operator's timers are not kept by key, so they cannot be listed (eddy keeps them by key for a module that imports list-timers)"
+            );
+        }
         txn.scan_prefix(Cf::Timers, &self.prefix)?
             .into_iter()
             .map(|(key, _)| layout::from_sortable_i64(&key[self.prefix.len()..]).ok_or_else(|| corrupt("timer")))
@@ -334,6 +375,31 @@ impl Timers {
     pub fn drop_fired_index(txn: &mut StateTxn, operator: u16, deadline: i64) -> Result<()> {
         let (start, end) = Self::due_range(operator, deadline)?;
         txn.drop_committed_range(Cf::TimerIndex, start, end);
+        Ok(())
+    }
+
+    /// Converts `operator`'s timers of the key groups `key_groups` at `txn`'s commit:
+    /// kept by key as well (`keep`: each timer of the index gets its `timers` entry) or
+    /// only in the index (the `timers` entries are dropped as one range). For a batch
+    /// that starts with an operator whose modules changed in that respect.
+    pub fn keep_by_key(txn: &mut StateTxn, operator: u16, key_groups: Range<u16>, keep: bool) -> Result<()> {
+        let op = operator.to_be_bytes();
+        if !keep {
+            let start = [op, key_groups.start.to_be_bytes()].concat();
+            let end = [op, key_groups.end.to_be_bytes()].concat();
+            txn.drop_committed_range(Cf::Timers, start, end);
+            return Ok(());
+        }
+        let end = layout::prefix_end(&op).context("operator id out of range")?;
+        let mut by_key = Vec::new();
+        txn.visit_range(Cf::TimerIndex, &op, Some(&end), |raw, _| {
+            let (expiry, key_group, key) = layout::split_timer_index_key(raw).ok_or_else(|| corrupt("timer index"))?;
+            if key_groups.contains(&key_group) {
+                by_key.push(layout::timer_key(&layout::key_prefix(operator, key_group, key), expiry));
+            }
+            Ok(true)
+        })?;
+        by_key.into_iter().for_each(|key| txn.put(Cf::Timers, key, Vec::new()));
         Ok(())
     }
 

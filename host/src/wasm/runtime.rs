@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
+use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
@@ -35,6 +36,9 @@ pub struct Module {
     pub name: String,
     /// SHA-256 of the module's bytes, hex.
     pub sha256: String,
+    /// Whether the module imports `list-timers` (only then are its timers kept by key
+    /// as well: see [`KeyScope::with_timers_by_key`](crate::state::KeyScope::with_timers_by_key)).
+    pub lists_timers: bool,
     pub(super) engine: Engine,
     pub(super) pre: ProcessorPre<HostState>,
 }
@@ -98,7 +102,8 @@ impl WasmRuntime {
         let pre = ProcessorPre::new(instance_pre).map_err(|error| {
             anyhow::anyhow!("module '{name}' does not export the eddy:processor handler: {error:#}")
         })?;
-        Ok(Module { name, sha256, engine: self.engine.clone(), pre })
+        let lists_timers = imports_function(&self.engine, &component, "timers", "list-timers");
+        Ok(Module { name, sha256, lists_timers, engine: self.engine.clone(), pre })
     }
 
     fn compile_cached(&self, name: &str, bytes: &[u8], sha256: &str) -> Result<Component> {
@@ -172,6 +177,17 @@ fn check_contract_version(engine: &Engine, component: &Component, name: &str) ->
         );
     }
     Ok(())
+}
+
+/// Whether `component` imports `function` of the contract's interface `interface`
+/// (a component built from Rust imports only the functions it calls).
+fn imports_function(engine: &Engine, component: &Component, interface: &str, function: &str) -> bool {
+    let prefix = format!("{CONTRACT_PACKAGE}/{interface}@");
+    component.component_type().imports(engine).any(|(name, import)| {
+        name.starts_with(&prefix)
+            && matches!(import.ty, ComponentItem::ComponentInstance(instance)
+                if instance.exports(engine).any(|(export, _)| export == function))
+    })
 }
 
 /// Semver compatibility: same major, or for 0.x the same minor.

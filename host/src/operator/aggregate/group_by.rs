@@ -73,6 +73,7 @@ impl AggregateStage {
             module_sha256: format!("builtin:aggregate:{:?}", self.spec.aggregates),
             stage: self.name.clone(),
             window_aggregates: Vec::new(),
+            timers_by_key: true,
         }
     }
 

@@ -163,6 +163,7 @@ impl WindowStage {
             // window; v1: and a timer each).
             module_sha256: format!("builtin:window/v4:{:?}:{:?}", self.spec.windows, self.spec.aggregates),
             window_aggregates: self.functions.iter().map(|function| function.name().to_string()).collect(),
+            timers_by_key: true,
             stage: self.name.clone(),
         }
     }

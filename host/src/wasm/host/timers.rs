@@ -3,7 +3,7 @@
 
 use super::{HostState, Usage, trap};
 use crate::contract::TimeMode;
-use crate::state::{Cf, KeyScope, StateTxn};
+use crate::state::{KeyScope, StateTxn};
 use crate::wasm::bindings::eddy::processor::timers;
 
 impl HostState {
@@ -26,9 +26,9 @@ impl timers::Host for HostState {
     fn register_timer(&mut self, expiry_time: i64) -> wasmtime::Result<()> {
         let limits = self.limits;
         let (key, txn, usage) = self.timer_scope("register-timer")?;
-        let before = txn.changes(Cf::Timers);
+        let before = txn.changes(key.timer_family());
         key.timer_register(txn, expiry_time);
-        let after = txn.changes(Cf::Timers);
+        let after = txn.changes(key.timer_family());
         usage.charge_timers(&limits, before, after).map_err(trap)?;
         self.scope.timers_registered += 1;
         Ok(())
@@ -36,9 +36,9 @@ impl timers::Host for HostState {
     fn delete_timer(&mut self, expiry_time: i64) -> wasmtime::Result<()> {
         let limits = self.limits;
         let (key, txn, usage) = self.timer_scope("delete-timer")?;
-        let before = txn.changes(Cf::Timers);
+        let before = txn.changes(key.timer_family());
         key.timer_delete(txn, expiry_time);
-        let after = txn.changes(Cf::Timers);
+        let after = txn.changes(key.timer_family());
         usage.charge_timers(&limits, before, after).map_err(trap)
     }
     fn list_timers(&mut self) -> wasmtime::Result<Vec<i64>> {

@@ -5,6 +5,7 @@
 mod aggregate;
 mod dedup;
 mod grouping;
+mod processor_spec;
 mod shards;
 mod sql;
 mod stage;

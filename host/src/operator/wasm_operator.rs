@@ -5,21 +5,20 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
 use arrow::array::RecordBatch;
-use arrow::datatypes::{Field as ArrowField, Schema, SchemaRef};
+use arrow::datatypes::SchemaRef;
 use xxhash_rust::xxh3::Xxh3DefaultBuilder;
 
 use super::grouping::{KeyRows, group_by_key};
+use super::processor_spec::{contract_fields, validate_spec};
 use super::stage::{BatchTime, HandlerStats};
 use super::top_keys::TopKeysCollector;
-use crate::contract::rows::{OutputRows, arrow_type, contract_type, gather, row_range_bytes};
+use crate::contract::rows::{OutputRows, gather, row_range_bytes};
 use crate::contract::{
-    Field, InitContext, KeyRows as WireKeyRows, Output, OutputMode, ProcessorSpec, QueryInfo, Scalar, TimeMode,
-    TimerValues,
+    InitContext, KeyRows as WireKeyRows, Output, OutputMode, ProcessorSpec, QueryInfo, Scalar, TimeMode, TimerValues,
 };
 use crate::pipeline::{InstanceLimits, Limit, show_bytes};
 use crate::state::{
@@ -594,55 +593,4 @@ impl WasmOperator {
         })?;
         Ok(handled)
     }
-}
-
-fn contract_fields(schema: &Schema, only: Option<&[usize]>) -> Result<Vec<Field>> {
-    let indices: Vec<usize> = match only {
-        Some(indices) => indices.to_vec(),
-        None => (0..schema.fields().len()).collect(),
-    };
-    indices
-        .into_iter()
-        .map(|i| {
-            let field = schema.field(i);
-            let data_type = contract_type(field.data_type()).with_context(|| {
-                format!(
-                    "column '{}' has type {}, which eddy cannot pass to a processor",
-                    field.name(),
-                    field.data_type()
-                )
-            })?;
-            Ok(Field { name: field.name().clone(), data_type, nullable: field.is_nullable() })
-        })
-        .collect()
-}
-
-fn validate_spec(spec: &ProcessorSpec) -> Result<SchemaRef> {
-    let mut names = std::collections::HashSet::new();
-    for decl in &spec.state {
-        if decl.name.is_empty() {
-            bail!("a state variable with an empty name");
-        }
-        if !names.insert(decl.name.as_str()) {
-            bail!("state variable '{}' twice; names must be unique", decl.name);
-        }
-        if spec.deleted_state.contains(&decl.name) {
-            bail!(
-                "state variable '{}' and also deleted it (delete_if_exists); declare it or delete it, not both",
-                decl.name
-            );
-        }
-        if decl.ttl == Some(0) {
-            bail!("state variable '{}' with a TTL of 0; use no TTL, or a positive duration", decl.name);
-        }
-    }
-    let mut columns = std::collections::HashSet::new();
-    let mut fields = Vec::new();
-    for field in &spec.output_schema {
-        if !columns.insert(field.name.as_str()) {
-            bail!("output column '{}' twice; names must be unique", field.name);
-        }
-        fields.push(ArrowField::new(&field.name, arrow_type(field.data_type), field.nullable));
-    }
-    Ok(Arc::new(Schema::new(fields)))
 }

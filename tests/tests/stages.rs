@@ -285,6 +285,58 @@ fn dedup_keeps_first_occurrences_forgets_past_the_watermark_and_within_it() {
     assert_eq!(rows, [1, 4, 6]);
 }
 
+/// A within-watermark dedup run in two parts over one checkpoint, twice: as is, and
+/// with the checkpoint made between the parts what an eddy before the index-only timers
+/// wrote (each timer also kept by key, a state schema without `timers_by_key`). The
+/// second part drops the timers kept by key, and both output the same rows.
+#[test]
+fn dedup_drops_the_timers_an_earlier_layout_kept_by_key() {
+    use eddy::state::{Cf, StateStore, layout, schema_key};
+    let by_key = |store: &StateStore| store.begin().scan_prefix(Cf::Timers, &[]).expect("timers").len();
+    let schema = |store: &StateStore| -> Value {
+        let raw = store.read(Cf::Meta, &schema_key(0)).expect("readable").expect("the stage's schema");
+        serde_json::from_slice(&raw).expect("JSON")
+    };
+    let run_in_two_parts = |earlier_layout: bool| -> Vec<i64> {
+        let mut query = Query::new("[[stage]]\n[stage.dedup]\nkey = [\"user\"]\nwithin-watermark = true\n", Some(10));
+        query.add(&[("a", 1, 0), ("a", 2, 3), ("b", 3, 4)]);
+        query.add(&[("a", 4, 9), ("z", 5, 30), ("y", 6, 32)]);
+        query.run();
+        let store_dir = eddy::checkpoint::CheckpointDir::new(query.path().join("checkpoint")).store_dir();
+        if earlier_layout {
+            let store = StateStore::open(&store_dir).expect("store");
+            let committed = store.committed_batch().expect("readable").expect("a committed batch");
+            assert_eq!(by_key(&store), 0, "the stage keeps its timers in the index only");
+            let mut txn = store.begin();
+            let index = txn.scan_prefix(Cf::TimerIndex, &[]).expect("timer index");
+            assert!(!index.is_empty(), "z's and y's timers are pending");
+            for (raw, _) in &index {
+                let (expiry, key_group, key) = layout::split_timer_index_key(raw).expect("an index key");
+                let prefix = layout::key_prefix(u16::from_be_bytes([raw[0], raw[1]]), key_group, key);
+                txn.put(Cf::Timers, layout::timer_key(&prefix, expiry), Vec::new());
+            }
+            let mut earlier = schema(&store);
+            assert_eq!(earlier["timers_by_key"], Value::Bool(false));
+            earlier.as_object_mut().expect("an object").remove("timers_by_key");
+            txn.put(Cf::Meta, schema_key(0), serde_json::to_vec(&earlier).expect("JSON"));
+            store.commit(txn, committed).expect("committed");
+            assert_eq!(by_key(&store), index.len());
+        }
+        query.add(&[("z", 7, 35), ("a", 8, 36)]);
+        query.add(&[("y", 9, 60)]);
+        query.run();
+        let store = StateStore::open(&store_dir).expect("store");
+        assert_eq!(by_key(&store), 0, "none kept by key after the second part");
+        assert_eq!(schema(&store)["timers_by_key"], Value::Bool(false));
+        query.output().values().flatten().map(|row| row["amount"].as_i64().expect("amount")).collect()
+    };
+    let rows = run_in_two_parts(false);
+    // The second part is one batch (watermark 22): z at 35 and y at 60 are still
+    // remembered (until 40 and 42), a was forgotten at 10.
+    assert_eq!(rows, [1, 3, 5, 6, 8]);
+    assert_eq!(run_in_two_parts(true), rows);
+}
+
 #[test]
 fn dedup_without_a_watermark_must_say_forever() {
     let query = Query::new("[[stage]]\n[stage.dedup]\nkey = [\"user\"]\n", None);

@@ -152,9 +152,13 @@ fn open_stages(
                 (Box::new(stage), Some(schema))
             }
             StageKind::Dedup(dedup) => {
-                let stage = DedupStage::open(spec, dedup, &input, pipeline.key_groups).with_context(place)?;
-                let schema = stage.state_schema();
-                (Box::new(stage), Some(schema))
+                let mut stage = DedupStage::open(spec, dedup, &input, pipeline.key_groups).with_context(place)?;
+                let found =
+                    check_schema(store, spec.operator_id, stage.state_schema(), &[], checkpoint, schemas_to_record)?;
+                if found.convert_timers {
+                    stage.convert_timers_with_next_batch();
+                }
+                (Box::new(stage), None)
             }
         };
         if let Some(state_schema) = state_schema {

@@ -29,6 +29,9 @@ pub struct DedupStage {
     retention: DedupRetention,
     schema: SchemaRef,
     seen: VariableDecl,
+    /// The next batch drops the timers a store of an earlier eddy kept by key (the
+    /// stage keeps its timers in the timer index only: it never lists them).
+    converting_timers: bool,
 }
 
 impl DedupStage {
@@ -65,6 +68,7 @@ impl DedupStage {
             retention: spec.retention,
             schema: input.clone(),
             seen: VariableDecl { name: "seen".into(), kind: StateKind::Value, ttl_us: None },
+            converting_timers: false,
         })
     }
 
@@ -77,8 +81,19 @@ impl DedupStage {
             module_sha256: format!("builtin:dedup:{:?}", self.retention),
             stage: self.name.clone(),
             window_aggregates: Vec::new(),
-            timers_by_key: true,
+            timers_by_key: false,
         }
+    }
+
+    /// Drops the stored timers kept by key with the next batch (the store was written
+    /// when the stage kept them so).
+    pub fn convert_timers_with_next_batch(&mut self) {
+        self.converting_timers = true;
+    }
+
+    /// The scope of a key: its timers in the timer index only.
+    fn scope(&self, key_group: u16, key: &[u8], time: BatchTime) -> KeyScope {
+        KeyScope::new(self.operator_id, key_group, key, time.processing_time).with_timers_by_key(false)
     }
 
     /// When a key first seen at `event_time` may be forgotten (`None`: never).
@@ -127,6 +142,9 @@ impl Stage for DedupStage {
     fn run(&mut self, store: &StateStore, input: &RecordBatch, time: BatchTime) -> Result<StageOutput> {
         let started = std::time::Instant::now();
         let mut txn = store.begin();
+        if std::mem::take(&mut self.converting_timers) {
+            Timers::keep_by_key(&mut txn, self.operator_id, 0..self.key_groups, false)?;
+        }
         let mut stats = StageStats { name: self.name.clone(), ..StageStats::default() };
         let times = match self.time_index {
             Some(index) => Some(
@@ -157,7 +175,7 @@ impl Stage for DedupStage {
         let mut kept: Vec<u32> = Vec::new();
         for key in grouped.keys() {
             stats.keys_with_input += 1;
-            let scope = KeyScope::new(self.operator_id, key.key_group, key.key, time.processing_time);
+            let scope = self.scope(key.key_group, key.key, time);
             if scope.value_get(&txn, &self.seen)?.is_some() {
                 continue;
             }
@@ -177,7 +195,7 @@ impl Stage for DedupStage {
         if let Some(watermark) = time.watermark {
             let due = Timers::due(&txn, self.operator_id, watermark, |_| true)?;
             for due in due.iter() {
-                let scope = KeyScope::new(self.operator_id, due.key_group, due.key, time.processing_time);
+                let scope = self.scope(due.key_group, due.key, time);
                 scope.timer_fire(&mut txn, due.expiry)?;
                 scope.clear(&mut txn, &self.seen)?;
                 stats.entries_evicted += 1;

@@ -498,22 +498,28 @@ impl StateReader {
     /// from the timer index, which holds every operator's timers (the `timers` family
     /// holds them by key only for an operator that lists them).
     pub fn timers(&self, operator: u16, key: Option<&[serde_json::Value]>) -> Result<Vec<TimerEntry>> {
+        // Filtered as they are read (a key's timers are spread over the whole index),
+        // then put in the `timers` family's order: key group, key length, key, expiry.
         let mut found = Vec::new();
         self.scan(Cf::TimerIndex.name(), &operator.to_be_bytes(), |raw, _| {
             let (expiry, key_group, key_bytes) = layout::split_timer_index_key(raw)
                 .with_context(|| format!("corrupt timer index key {} in {}", hex(raw), self.path.display()))?;
-            found.push((key_group, key_bytes.to_vec(), expiry));
+            let key_json = decode_key(key_bytes);
+            if key.is_none_or(|wanted| wanted == key_json.as_slice()) {
+                found.push((key_group, key_bytes.to_vec(), expiry, key_json));
+            }
             Ok(())
         })?;
-        // The order of the `timers` family's keys: key group, key length, key, expiry.
         found.sort_unstable_by(|a, b| (a.0, a.1.len(), &a.1, a.2).cmp(&(b.0, b.1.len(), &b.1, b.2)));
-        let mut out = Vec::new();
-        for (key_group, key_bytes, expiry) in found {
-            let key_json = decode_key(&key_bytes);
-            if key.is_none_or(|wanted| wanted == key_json.as_slice()) {
-                out.push(TimerEntry { key: key_json, key_group, expiry, expires_at: format_micros_iso(expiry) });
-            }
-        }
+        let out = found
+            .into_iter()
+            .map(|(key_group, _, expiry, key)| TimerEntry {
+                key,
+                key_group,
+                expiry,
+                expires_at: format_micros_iso(expiry),
+            })
+            .collect();
         Ok(out)
     }
 

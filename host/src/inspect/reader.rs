@@ -511,7 +511,7 @@ impl StateReader {
             Ok(())
         })?;
         found.sort_unstable_by(|a, b| (a.0, a.1.len(), &a.1, a.2).cmp(&(b.0, b.1.len(), &b.1, b.2)));
-        let out = found
+        Ok(found
             .into_iter()
             .map(|(key_group, _, expiry, key)| TimerEntry {
                 key,
@@ -519,8 +519,7 @@ impl StateReader {
                 expiry,
                 expires_at: format_micros_iso(expiry),
             })
-            .collect();
-        Ok(out)
+            .collect())
     }
 
     /// The store's summary: committed batch, operators, variables and counts.

@@ -155,7 +155,8 @@ impl InitContext {
         })
     }
 
-    fn declare(&mut self, name: &str, kind: StateKind, ttl: Ttl) -> Result<()> {
+    /// Adds a variable to the spec; its place there (what the host numbers it by).
+    fn declare(&mut self, name: &str, kind: StateKind, ttl: Ttl) -> Result<u32> {
         if name.is_empty() {
             return Err(Error::msg("a state variable needs a non-empty name"));
         }
@@ -166,7 +167,7 @@ impl InitContext {
         }
         let ttl_micros = ttl.to_micros(name)?;
         self.spec.state.push(StateDecl { name: name.to_string(), kind, ttl_micros });
-        Ok(())
+        Ok(self.spec.state.len() as u32 - 1)
     }
 
     /// Declares a value state variable (one `T` per key). Keep the returned handle
@@ -176,8 +177,8 @@ impl InitContext {
         name: &str,
         ttl: impl Into<Ttl>,
     ) -> Result<ValueState<T>> {
-        self.declare(name, StateKind::Value, ttl.into())?;
-        Ok(ValueState::new(name, self.store.clone()))
+        let variable = self.declare(name, StateKind::Value, ttl.into())?;
+        Ok(ValueState::new(name, variable, self.store.clone()))
     }
 
     /// Declares a list state variable (an ordered list of `T` per key).
@@ -196,8 +197,8 @@ impl InitContext {
         K: Serialize + DeserializeOwned,
         V: Serialize + DeserializeOwned,
     {
-        self.declare(name, StateKind::Map, ttl.into())?;
-        Ok(MapState::new(name, self.store.clone()))
+        let variable = self.declare(name, StateKind::Map, ttl.into())?;
+        Ok(MapState::new(name, variable, self.store.clone()))
     }
 
     /// The timers handle; timers need a time mode other than [`TimeMode::None`].

@@ -75,6 +75,7 @@ fn write_out(level: Level, message: &str) {
         Level::Warn => HostLevel::Warn,
         Level::Error => HostLevel::Error,
     };
+    crate::changes::select_current();
     logging::log(level, message);
 }
 

@@ -9,7 +9,6 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Once;
 
-use crate::bindings::eddy::processor::scope;
 use crate::bindings::eddy::processor::types as wit;
 use crate::context::{InitContext, QueryInfo};
 use crate::convert::{
@@ -95,6 +94,7 @@ pub fn handle_input_rows<P: StatefulProcessor>(
             return Err(Error::msg(format!("the host handed over {} rows for keys that hold {held}", rows.len())));
         }
         let single = keys.len() == 1;
+        crate::changes::start_call(None);
         let mut output = driver.output();
         let mut ends = Vec::with_capacity(keys.len());
         let mut start = 0;
@@ -103,7 +103,7 @@ pub fn handle_input_rows<P: StatefulProcessor>(
                 break; // the host hands the remaining keys over in another call
             }
             let end = start + key_rows.num_rows as usize;
-            scope::select_key(index as u32);
+            crate::changes::set_key(index as u32);
             let key = key_from_wit(key_rows.key);
             if single {
                 driver.handle_input_rows(&key, &rows, &timer_values, &mut output)?;
@@ -113,6 +113,7 @@ pub fn handle_input_rows<P: StatefulProcessor>(
             ends.push(output.end_handler() as u32);
             start = end;
         }
+        crate::changes::flush();
         Ok(wit::Output { rows: rows_to_wit(output.finish()), ends })
     })
 }
@@ -128,13 +129,14 @@ pub fn handle_expired_timers<P: StatefulProcessor>(
     with_driver::<P, _>(|driver| {
         let keys: Vec<_> = keys.into_iter().map(key_from_wit).collect();
         let timer_values = timer_values_from_wit(timer_values);
+        crate::changes::start_call(None);
         let mut output = driver.output();
         let mut ends = Vec::with_capacity(timers.len());
         for (index, timer) in timers.iter().enumerate() {
             if output.call_is_full() {
                 break; // the host hands the remaining timers over in another call
             }
-            if scope::take_timer(index as u32) {
+            if crate::changes::take_timer(index as u32, timer.key_index) {
                 let key = keys.get(timer.key_index as usize).ok_or_else(|| {
                     Error::msg(format!("the host named key {} of a call over {} keys", timer.key_index, keys.len()))
                 })?;
@@ -143,6 +145,7 @@ pub fn handle_expired_timers<P: StatefulProcessor>(
             }
             ends.push(output.end_handler() as u32);
         }
+        crate::changes::flush();
         Ok(wit::Output { rows: rows_to_wit(output.finish()), ends })
     })
 }
@@ -156,7 +159,11 @@ pub fn handle_initial_state<P: StatefulProcessor>(
     with_driver::<P, _>(|driver| {
         let schema = driver.spec().initial_state_schema.clone();
         let rows = rows_from_wit(initial_state, schema.as_ref())?;
-        driver.handle_initial_state(&key_from_wit(key), &rows, &timer_values_from_wit(timer_values))
+        // The host makes the call's one key current.
+        crate::changes::start_call(Some(0));
+        driver.handle_initial_state(&key_from_wit(key), &rows, &timer_values_from_wit(timer_values))?;
+        crate::changes::flush();
+        Ok(())
     })
 }
 
@@ -172,7 +179,7 @@ pub fn close<P: StatefulProcessor>() {
 }
 
 /// Makes a [`StatefulProcessor`] the component's processor: generates the exports of
-/// the `eddy:processor@0.2.0` world that call it. Invoke it once, at the crate root
+/// the `eddy:processor@0.3.0` world that call it. Invoke it once, at the crate root
 /// of a `cdylib` crate built for `wasm32-wasip2`, as in the [crate-level
 /// example](crate): `eddy_guest::export_processor!(MyProcessor);`. On a native target
 /// the exports compile too but are never called, so the same crate can hold the
@@ -182,7 +189,7 @@ macro_rules! export_processor {
     ($processor:ty) => {
         const _: fn() = || $crate::runtime::assert_processor::<$processor>();
 
-        // The exports' symbol names (`eddy:processor/handler@0.2.0#init`, …) only
+        // The exports' symbol names (`eddy:processor/handler@0.3.0#init`, …) only
         // link in a component; native builds (tests, the harness) leave them out.
         #[cfg(target_arch = "wasm32")]
         const _: () = {

@@ -90,15 +90,33 @@ fn encode_all<'a, T: Serialize + 'a>(name: &str, values: impl IntoIterator<Item 
     values.into_iter().map(|value| encode(name, value)).collect()
 }
 
-/// Runs `$host` with the opened WIT resource or `$memory` with the in-memory store.
+/// Runs `$host` with the opened WIT resource (after handing buffered changes over and
+/// selecting the current key) or `$memory` with the in-memory store.
 macro_rules! dispatch {
     ($self:ident, $resource:ty, |$h:ident| $host:expr, |$m:ident| $memory:expr) => {{
         $self.store.check_active(|| format!("state variable `{}`", $self.name))?;
         match &$self.store.backend {
             Backend::Host => {
+                crate::changes::before_direct_call();
                 let $h = $self.handle.get_or_init(|| <$resource>::new(&$self.name));
                 $host
             }
+            Backend::Memory(memory) => {
+                #[allow(unused_mut)]
+                let mut $m = memory.borrow_mut();
+                $memory
+            }
+        }
+    }};
+}
+
+/// Runs `$host`, a read or a buffered change (see [`changes`](crate::changes)), or
+/// `$memory` with the in-memory store.
+macro_rules! buffered {
+    ($self:ident, $host:expr, |$m:ident| $memory:expr) => {{
+        $self.store.check_active(|| format!("state variable `{}`", $self.name))?;
+        match &$self.store.backend {
+            Backend::Host => $host,
             Backend::Memory(memory) => {
                 #[allow(unused_mut)]
                 let mut $m = memory.borrow_mut();
@@ -112,14 +130,15 @@ macro_rules! dispatch {
 /// [`InitContext::value_state`](crate::InitContext::value_state).
 pub struct ValueState<T> {
     name: String,
+    /// Its place in the spec's state variables.
+    variable: u32,
     store: Rc<Store>,
-    handle: OnceCell<host::ValueState>,
     _type: PhantomData<fn() -> T>,
 }
 
 impl<T: Serialize + DeserializeOwned> ValueState<T> {
-    pub(crate) fn new(name: &str, store: Rc<Store>) -> Self {
-        ValueState { name: name.to_string(), store, handle: OnceCell::new(), _type: PhantomData }
+    pub(crate) fn new(name: &str, variable: u32, store: Rc<Store>) -> Self {
+        ValueState { name: name.to_string(), variable, store, _type: PhantomData }
     }
 
     /// The variable's name.
@@ -129,7 +148,7 @@ impl<T: Serialize + DeserializeOwned> ValueState<T> {
 
     /// The current key's value, if any and not expired.
     pub fn get(&self) -> Result<Option<T>> {
-        let bytes = dispatch!(self, host::ValueState, |h| h.get(), |m| {
+        let bytes = buffered!(self, crate::changes::read(self.variable, &[]), |m| {
             let key = m.key.clone();
             m.value_get(&key, &self.name)
         });
@@ -138,7 +157,7 @@ impl<T: Serialize + DeserializeOwned> ValueState<T> {
 
     /// Whether the current key has a live value.
     pub fn exists(&self) -> Result<bool> {
-        Ok(dispatch!(self, host::ValueState, |h| h.exists(), |m| {
+        Ok(buffered!(self, crate::changes::read(self.variable, &[]).is_some(), |m| {
             let key = m.key.clone();
             m.value_get(&key, &self.name).is_some()
         }))
@@ -147,13 +166,13 @@ impl<T: Serialize + DeserializeOwned> ValueState<T> {
     /// Replaces the current key's value (and restarts its TTL).
     pub fn update(&self, value: &T) -> Result<()> {
         let bytes = encode(&self.name, value)?;
-        dispatch!(self, host::ValueState, |h| h.update(&bytes), |m| m.value_update(&self.name, bytes));
+        buffered!(self, crate::changes::value_update(self.variable, &bytes), |m| m.value_update(&self.name, bytes));
         Ok(())
     }
 
     /// Removes the current key's value.
     pub fn clear(&self) -> Result<()> {
-        dispatch!(self, host::ValueState, |h| h.clear(), |m| m.value_clear(&self.name));
+        buffered!(self, crate::changes::value_clear(self.variable), |m| m.value_clear(&self.name));
         Ok(())
     }
 }
@@ -225,14 +244,16 @@ impl<T: Serialize + DeserializeOwned> ListState<T> {
 /// byte order of the CBOR-encoded user keys.
 pub struct MapState<K, V> {
     name: String,
+    /// Its place in the spec's state variables.
+    variable: u32,
     store: Rc<Store>,
     handle: OnceCell<host::MapState>,
     _type: PhantomData<fn() -> (K, V)>,
 }
 
 impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<K, V> {
-    pub(crate) fn new(name: &str, store: Rc<Store>) -> Self {
-        MapState { name: name.to_string(), store, handle: OnceCell::new(), _type: PhantomData }
+    pub(crate) fn new(name: &str, variable: u32, store: Rc<Store>) -> Self {
+        MapState { name: name.to_string(), variable, store, handle: OnceCell::new(), _type: PhantomData }
     }
 
     /// The variable's name.
@@ -243,28 +264,32 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
     /// The value for `key`, if present and not expired.
     pub fn get(&self, key: &K) -> Result<Option<V>> {
         let user_key = encode(&self.name, key)?;
-        let bytes = dispatch!(self, host::MapState, |h| h.get(&user_key), |m| m.map_get(&self.name, &user_key));
+        let bytes =
+            buffered!(self, crate::changes::read(self.variable, &user_key), |m| m.map_get(&self.name, &user_key));
         bytes.map(|bytes| decode(&self.name, &bytes)).transpose()
     }
 
     /// Whether `key` has a live value.
     pub fn contains(&self, key: &K) -> Result<bool> {
         let user_key = encode(&self.name, key)?;
-        Ok(dispatch!(self, host::MapState, |h| h.contains(&user_key), |m| m.map_get(&self.name, &user_key).is_some()))
+        Ok(buffered!(self, crate::changes::read(self.variable, &user_key).is_some(), |m| m
+            .map_get(&self.name, &user_key)
+            .is_some()))
     }
 
     /// Sets the value for `key` (and restarts its TTL).
     pub fn update(&self, key: &K, value: &V) -> Result<()> {
         let user_key = encode(&self.name, key)?;
         let bytes = encode(&self.name, value)?;
-        dispatch!(self, host::MapState, |h| h.update(&user_key, &bytes), |m| m.map_update(&self.name, user_key, bytes));
+        buffered!(self, crate::changes::map_update(self.variable, &user_key, &bytes), |m| m
+            .map_update(&self.name, user_key, bytes));
         Ok(())
     }
 
     /// Removes `key`.
     pub fn remove(&self, key: &K) -> Result<()> {
         let user_key = encode(&self.name, key)?;
-        dispatch!(self, host::MapState, |h| h.remove(&user_key), |m| m.map_remove(&self.name, &user_key));
+        buffered!(self, crate::changes::map_remove(self.variable, &user_key), |m| m.map_remove(&self.name, &user_key));
         Ok(())
     }
 

@@ -62,7 +62,7 @@ impl Timers {
     pub fn register(&self, expiry_time: i64) -> Result<()> {
         self.check()?;
         match &self.store.backend {
-            Backend::Host => host::register_timer(expiry_time),
+            Backend::Host => crate::changes::timer_change(expiry_time, true),
             Backend::Memory(memory) => memory.borrow_mut().timer_register(expiry_time),
         }
         Ok(())
@@ -72,7 +72,7 @@ impl Timers {
     pub fn delete(&self, expiry_time: i64) -> Result<()> {
         self.check()?;
         match &self.store.backend {
-            Backend::Host => host::delete_timer(expiry_time),
+            Backend::Host => crate::changes::timer_change(expiry_time, false),
             Backend::Memory(memory) => memory.borrow_mut().timer_delete(expiry_time),
         }
         Ok(())
@@ -82,7 +82,10 @@ impl Timers {
     pub fn list(&self) -> Result<Vec<i64>> {
         self.check()?;
         Ok(match &self.store.backend {
-            Backend::Host => host::list_timers(),
+            Backend::Host => {
+                crate::changes::before_direct_call();
+                host::list_timers()
+            }
             Backend::Memory(memory) => {
                 let memory = memory.borrow();
                 memory.timer_list(&memory.key)

@@ -151,13 +151,74 @@ fn selecting_a_key_or_taking_a_timer_that_is_not_the_call_s_traps() {
 }
 
 #[test]
+fn apply_changes_refuses_a_malformed_record_and_makes_a_well_formed_one_as_its_own_call_would() {
+    let config =
+        json!({"time_mode": "event-time", "state": [{"name": "v", "kind": "value"}, {"name": "m", "kind": "map"}]});
+    // Records as wit/processor.wit lays them out, by hand: kind byte, little-endian fields.
+    let cases = [
+        (
+            "01 07000000",
+            "apply-changes named key 7 of a call over 1 keys; the processor's SDK writes the key of each change",
+        ),
+        // Without a key record, the current key's (the SDK selected "k").
+        ("05 00000000", "apply-changes used state variable 0 ('v', Value) as another kind"),
+        (
+            "01 00000000 09",
+            "apply-changes holds a record of kind 9 at byte 5, which this contract does not have (1 to 7); \
+             rebuild the module with an eddy-guest SDK of this contract",
+        ),
+        (
+            "01 00000000 04 01000000 05000000 6162",
+            "a record of apply-changes is cut short: it needs 5 more bytes at byte 14, the changes end at 16",
+        ),
+        ("01 00000000 02 01000000 00000000", "apply-changes used state variable 1 ('m', Map) as another kind"),
+        (
+            "01 00000000 03 05000000",
+            "apply-changes named state variable 5, but the processor declared 2 (numbered from 0 in the order of its spec)",
+        ),
+    ];
+    for (hex, problem) in cases {
+        let mut p = Scripted::new(config.clone(), InstanceLimits::default());
+        let error = p.run(1_000, &[cmd("k", "changes.raw", "").v(hex)]).expect_err(hex);
+        assert_eq!(
+            error.to_string(),
+            format!(r#"module 'scripted.wasm' trapped in handle-input-rows for key ["k"]: {problem}"#),
+            "{hex}"
+        );
+    }
+    // Entry "a" -> "x" (CBOR text 61 61, 61 78) of map 1, a timer at 16 (10 00.. as s64),
+    // and the value of variable 0 (set a batch before) cleared: what map.get, read and
+    // timer.list then see.
+    let mut p = Scripted::new(config, InstanceLimits::default());
+    p.run(1_000, &[cmd("k", "value.set", "v").v("1")]).expect("set");
+    let out = p
+        .run(
+            1_000,
+            &[
+                cmd("k", "read.raw", "0").v("0"),
+                cmd("k", "changes.raw", "")
+                    .v("01 00000000 04 01000000 02000000 6161 02000000 6178 06 1000000000000000 03 00000000"),
+                cmd("k", "map.get", "m").k("a"),
+                cmd("k", "read.raw", "1").k("6161").v("0"),
+                cmd("k", "read.raw", "0").v("0"),
+                cmd("k", "value.get", "v"),
+                cmd("k", "timer.list", ""),
+            ],
+        )
+        .expect("applied");
+    let results: Vec<&str> = out.iter().map(|(_, result)| result.as_str()).collect();
+    // "1" in CBOR is 61 31.
+    assert_eq!(results, [r#""6131""#, "null", r#""x""#, r#""6178""#, "null", "null", "[16]"]);
+}
+
+#[test]
 fn a_module_for_another_contract_version_is_refused() {
     let runtime = WasmRuntime::new(None).expect("runtime");
     let error = runtime.load(&wasm("future_contract")).err().expect("refused");
     assert_eq!(
         error.to_string(),
-        "module 'future_contract.wasm' was built for eddy:processor@1.0.0, but this eddy implements eddy:processor@0.2.0; \
-         rebuild the module against the 0.2.0 contract (eddy-guest 0.2.0) or run an eddy that implements 1.0.0"
+        "module 'future_contract.wasm' was built for eddy:processor@1.0.0, but this eddy implements eddy:processor@0.3.0; \
+         rebuild the module against the 0.3.0 contract (eddy-guest 0.3.0) or run an eddy that implements 1.0.0"
     );
 }
 

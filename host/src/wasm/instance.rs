@@ -62,9 +62,8 @@ impl ProcessorInstance {
     pub fn init(&mut self, context: &InitContext) -> Result<ProcessorSpec, GuestError> {
         let spec = self.call("init", |p, s| p.eddy_processor_handler().call_init(s, context))?;
         let scope = &mut self.store.data_mut().scope;
-        scope.declared = Some(
-            spec.state.iter().map(|decl| (decl.name.clone(), std::sync::Arc::new(VariableDecl::from(decl)))).collect(),
-        );
+        scope.variables = spec.state.iter().map(|decl| std::sync::Arc::new(VariableDecl::from(decl))).collect();
+        scope.declared = Some(scope.variables.iter().map(|decl| (decl.name.clone(), decl.clone())).collect());
         scope.time_mode = Some(spec.time_mode);
         Ok(spec)
     }

@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `eddy:processor/scope` (which key of a call is current) | [`scope`] |
 //! | `eddy:processor/state` (value-, list-, map-state) | [`state`] |
+//! | `eddy:processor/state` (`read`, `apply-changes`) | [`changes`] |
 //! | `eddy:processor/timers` | [`timers`] |
 //! | `eddy:processor/logging` | [`logging`] |
 //! | `eddy:processor/types` | no functions: [`crate::contract`] |
@@ -14,6 +15,7 @@
 //! passes one of them traps, so the batch fails naming the module, the handler and
 //! the key.
 
+mod changes;
 mod logging;
 mod scope;
 mod state;
@@ -75,6 +77,9 @@ pub struct CallTimer {
 pub struct CallScope {
     /// The variables declared by `init` (None until `init` returned).
     pub declared: Option<HashMap<String, Arc<VariableDecl>>>,
+    /// The same variables in the order of the spec (what `read` and `apply-changes`
+    /// number them by).
+    pub variables: Vec<Arc<VariableDecl>>,
     /// The declared time mode.
     pub time_mode: Option<TimeMode>,
     /// The batch's state changes (None outside a batch).

@@ -22,8 +22,9 @@ impl HostState {
     }
 }
 
-impl timers::Host for HostState {
-    fn register_timer(&mut self, expiry_time: i64) -> wasmtime::Result<()> {
+/// Registering and deleting, shared by the timer functions and `apply-changes`.
+impl HostState {
+    pub(super) fn timer_register(&mut self, expiry_time: i64) -> wasmtime::Result<()> {
         let limits = self.limits;
         let (key, txn, usage) = self.timer_scope("register-timer")?;
         let before = txn.changes(key.timer_family());
@@ -33,13 +34,23 @@ impl timers::Host for HostState {
         self.scope.timers_registered += 1;
         Ok(())
     }
-    fn delete_timer(&mut self, expiry_time: i64) -> wasmtime::Result<()> {
+
+    pub(super) fn timer_delete(&mut self, expiry_time: i64) -> wasmtime::Result<()> {
         let limits = self.limits;
         let (key, txn, usage) = self.timer_scope("delete-timer")?;
         let before = txn.changes(key.timer_family());
         key.timer_delete(txn, expiry_time);
         let after = txn.changes(key.timer_family());
         usage.charge_timers(&limits, before, after).map_err(trap)
+    }
+}
+
+impl timers::Host for HostState {
+    fn register_timer(&mut self, expiry_time: i64) -> wasmtime::Result<()> {
+        self.timer_register(expiry_time)
+    }
+    fn delete_timer(&mut self, expiry_time: i64) -> wasmtime::Result<()> {
+        self.timer_delete(expiry_time)
     }
     fn list_timers(&mut self) -> wasmtime::Result<Vec<i64>> {
         let (key, txn, _) = self.timer_scope("list-timers")?;

@@ -54,6 +54,8 @@
 //! | `sandbox.fs`      | v         | whether reading file v (default `/etc/passwd`) succeeded: `true` / `false` |
 //! | `scope.select`    | v         | calls the raw `select-key(v)` import (a misbehaving SDK) |
 //! | `scope.take`      | v         | calls the raw `take-timer(v)` import: `true` / `false` |
+//! | `changes.raw`     | v         | `null`; calls the raw `apply-changes` import with v, hex (a misbehaving SDK) |
+//! | `read.raw`        | name, k, v| the raw `read(variable, key, user key)` import: `name` = the variable's place, v = the key index, k = the user key (hex); the value in hex or `null` |
 //! | `query.info`      | —         | `["query id","run id"]` as `init` was told      |
 //! | `batch.id`        | —         | the batch id of the call's timer values         |
 //!
@@ -71,6 +73,20 @@ use eddy_guest::{
     TimeMode, TimerValues, Timers, Ttl, ValueState, bail, export_processor, row,
 };
 use serde::Deserialize;
+
+/// Bytes from hex text (whitespace ignored).
+fn unhex(text: &str) -> Result<Vec<u8>> {
+    let digits: Vec<u8> = text.bytes().filter(|byte| !byte.is_ascii_whitespace()).collect();
+    digits
+        .chunks(2)
+        .map(|pair| {
+            std::str::from_utf8(pair)
+                .ok()
+                .and_then(|pair| u8::from_str_radix(pair, 16).ok())
+                .ok_or_else(|| Error::msg(format!("`{text}` is not hex")))
+        })
+        .collect()
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -213,6 +229,17 @@ impl Scripted {
                 null()
             }
             "scope.take" => json(eddy_guest::bindings::eddy::processor::scope::take_timer(cmd.index()?)),
+            "changes.raw" => {
+                eddy_guest::bindings::eddy::processor::state::apply_changes(&unhex(cmd.v()?)?);
+                null()
+            }
+            "read.raw" => {
+                let variable: u32 =
+                    cmd.name()?.parse().map_err(|_| Error::msg("read.raw: name is a variable's place"))?;
+                let user_key = unhex(cmd.k.unwrap_or_default())?;
+                let value = eddy_guest::bindings::eddy::processor::state::read(variable, cmd.index()?, &user_key);
+                json(value.map(|bytes| bytes.iter().map(|byte| format!("{byte:02x}")).collect::<String>()))
+            }
             "query.info" => json(&self.query),
             "batch.id" => json(self.batch_id),
             "timer.register-many" => {

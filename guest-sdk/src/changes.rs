@@ -8,7 +8,8 @@
 //! change first hands the buffer over, and so does every call whose answer or effect
 //! depends on the host's state as a whole (map iteration, lists, timer listing, taking
 //! a timer while timer changes are buffered); the buffer is handed over before each
-//! handler returns. The host's current key is selected only when a call needs it.
+//! handler returns. Each key of a call is selected on the host as the processor starts
+//! on it (so that a failure, even a trap, names it); a timer's key by taking the timer.
 
 use std::cell::RefCell;
 use std::collections::HashSet;

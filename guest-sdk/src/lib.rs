@@ -75,6 +75,7 @@
 #![deny(missing_docs)]
 
 pub mod bindings;
+mod cbor;
 mod changes;
 mod context;
 mod convert;

@@ -67,8 +67,11 @@ thread_local! {
     static SCRATCH: RefCell<Vec<u8>> = RefCell::new(vec![0; 4096]);
 }
 
-/// Decodes a CBOR state value.
+/// Decodes a CBOR state value (by the fast path when it can, else by `ciborium`).
 pub(crate) fn decode<T: DeserializeOwned>(name: &str, bytes: &[u8]) -> Result<T> {
+    if let Some(value) = crate::cbor::from_slice(bytes) {
+        return Ok(value);
+    }
     let decoded = SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
         Ok(mut scratch) => ciborium::de::from_reader_with_buffer(bytes, &mut scratch),
         Err(_) => ciborium::from_reader(bytes),

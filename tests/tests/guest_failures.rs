@@ -212,6 +212,39 @@ fn apply_changes_refuses_a_malformed_record_and_makes_a_well_formed_one_as_its_o
 }
 
 #[test]
+fn apply_changes_of_random_bytes_applies_them_or_traps_and_never_fails_the_host() {
+    let config =
+        json!({"time_mode": "event-time", "state": [{"name": "v", "kind": "value"}, {"name": "m", "kind": "map"}]});
+    // Records whose kinds and small fields are likely, so that most get past the first byte.
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move |below: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % below
+    };
+    let (mut applied, mut trapped) = (0, 0);
+    for _ in 0..100 {
+        let len = next(40) as usize;
+        let bytes: Vec<u8> = (0..len).map(|_| if next(2) == 0 { next(9) as u8 } else { next(256) as u8 }).collect();
+        let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+        let mut p = Scripted::new(config.clone(), InstanceLimits::default());
+        match p.run(1_000, &[cmd("k", "changes.raw", "").v(&hex), cmd("k", "map.entries", "m")]) {
+            Ok(_) => applied += 1,
+            Err(error) => {
+                let message = error.to_string();
+                assert!(
+                    message.starts_with(r#"module 'scripted.wasm' trapped in handle-input-rows for key ["k"]: "#),
+                    "{hex}: {message}"
+                );
+                trapped += 1;
+            }
+        }
+    }
+    assert!(applied > 0 && trapped > 0, "{applied} applied, {trapped} trapped");
+}
+
+#[test]
 fn a_module_for_another_contract_version_is_refused() {
     let runtime = WasmRuntime::new(None).expect("runtime");
     let error = runtime.load(&wasm("future_contract")).err().expect("refused");

@@ -107,6 +107,11 @@ impl Pending {
 
     fn touch(&mut self, variable: u32, user_key: &[u8]) {
         self.touched.insert(place(variable, self.current, user_key));
+        self.bound();
+    }
+
+    /// Hands the buffer over once it holds [`FLUSH_BYTES`].
+    fn bound(&mut self) {
         if self.bytes.len() > FLUSH_BYTES {
             self.flush();
         }
@@ -233,8 +238,6 @@ pub(crate) fn timer_change(expiry: i64, register: bool) {
         pending.record(if register { TIMER_REGISTER } else { TIMER_DELETE });
         pending.bytes.extend_from_slice(&expiry.to_le_bytes());
         pending.timers = true;
-        if pending.bytes.len() > FLUSH_BYTES {
-            pending.flush();
-        }
+        pending.bound();
     });
 }

@@ -109,9 +109,10 @@ fn stored_timers(checkpoint: &Path) -> (TimerSet, TimerSet) {
         let (_, _, key, rest) = layout::split_key_prefix(&raw).expect("a timer key");
         (key.to_vec(), layout::from_sortable_i64(rest).expect("an expiry"))
     });
-    let indexed = txn.scan_prefix(Cf::TimerIndex, &[]).expect("timer index").into_iter().map(|(raw, _)| {
-        let (expiry, _, key) = layout::split_timer_index_key(&raw).expect("an index key");
-        (key.to_vec(), expiry)
+    let index = txn.scan_prefix(Cf::TimerIndex, &[]).expect("timer index");
+    let indexed = index.iter().flat_map(|(raw, value)| {
+        let timers = eddy::state::timer_buckets::index_entry_timers(raw, value).expect("an index entry");
+        timers.into_iter().map(|(expiry, _, key)| (key.to_vec(), expiry))
     });
     (by_key.collect(), indexed.collect())
 }

@@ -286,12 +286,17 @@ fn dedup_keeps_first_occurrences_forgets_past_the_watermark_and_within_it() {
 }
 
 /// A within-watermark dedup run in two parts over one checkpoint, twice: as is, and
-/// with the checkpoint made between the parts what an eddy before the index-only timers
-/// wrote (each timer also kept by key, a state schema without `timers_by_key`). The
-/// second part drops the timers kept by key, and both output the same rows.
+/// with the checkpoint made between the parts what an eddy before the index-only and
+/// packed timers wrote (each timer also kept by key and its own index entry, a state
+/// schema without `timers_by_key` and `timers_packed`). The second part drops the
+/// timers kept by key and packs the index, and both output the same rows.
 #[test]
 fn dedup_drops_the_timers_an_earlier_layout_kept_by_key() {
-    use eddy::state::{Cf, StateStore, layout, schema_key};
+    use eddy::state::{Cf, StateStore, layout, schema_key, timer_buckets};
+    let packed = |store: &StateStore| {
+        let index = store.begin().scan_prefix(Cf::TimerIndex, &[]).expect("timer index");
+        index.iter().all(|(raw, _)| raw.len() == timer_buckets::BUCKET_KEY_LEN)
+    };
     let by_key = |store: &StateStore| store.begin().scan_prefix(Cf::Timers, &[]).expect("timers").len();
     let schema = |store: &StateStore| -> Value {
         let raw = store.read(Cf::Meta, &schema_key(0)).expect("readable").expect("the stage's schema");
@@ -309,31 +314,43 @@ fn dedup_drops_the_timers_an_earlier_layout_kept_by_key() {
             assert_eq!(by_key(&store), 0, "the stage keeps its timers in the index only");
             let mut txn = store.begin();
             let index = txn.scan_prefix(Cf::TimerIndex, &[]).expect("timer index");
-            assert!(!index.is_empty(), "z's and y's timers are pending");
-            for (raw, _) in &index {
-                let (expiry, key_group, key) = layout::split_timer_index_key(raw).expect("an index key");
-                let prefix = layout::key_prefix(u16::from_be_bytes([raw[0], raw[1]]), key_group, key);
-                txn.put(Cf::Timers, layout::timer_key(&prefix, expiry), Vec::new());
+            assert!(!index.is_empty() && packed(&store), "z's and y's timers are pending, packed");
+            let mut timers = 0;
+            for (raw, value) in &index {
+                let operator = u16::from_be_bytes([raw[0], raw[1]]);
+                for (expiry, key_group, key) in timer_buckets::index_entry_timers(raw, value).expect("an index entry") {
+                    let prefix = layout::key_prefix(operator, key_group, key);
+                    txn.put(Cf::Timers, layout::timer_key(&prefix, expiry), Vec::new());
+                    txn.put(Cf::TimerIndex, layout::timer_index_key(operator, expiry, key_group, key), Vec::new());
+                    timers += 1;
+                }
+                txn.delete(Cf::TimerIndex, raw.clone());
             }
             let mut earlier = schema(&store);
             assert_eq!(earlier["timers_by_key"], Value::Bool(false));
+            assert_eq!(earlier["timers_packed"], Value::Bool(true));
             earlier.as_object_mut().expect("an object").remove("timers_by_key");
+            earlier.as_object_mut().expect("an object").remove("timers_packed");
             txn.put(Cf::Meta, schema_key(0), serde_json::to_vec(&earlier).expect("JSON"));
             store.commit(txn, committed).expect("committed");
-            assert_eq!(by_key(&store), index.len());
+            assert_eq!(by_key(&store), timers);
+            assert!(!packed(&store), "one index entry per timer");
         }
         query.add(&[("z", 7, 35), ("a", 8, 36)]);
-        query.add(&[("y", 9, 60)]);
+        query.add(&[("y", 9, 60), ("w", 10, 100)]);
         query.run();
         let store = StateStore::open(&store_dir).expect("store");
         assert_eq!(by_key(&store), 0, "none kept by key after the second part");
+        let left = store.begin().scan_prefix(Cf::TimerIndex, &[]).expect("timer index").len();
+        assert!(left > 0 && packed(&store), "the index packed after the second part (w's timer is pending)");
         assert_eq!(schema(&store)["timers_by_key"], Value::Bool(false));
+        assert_eq!(schema(&store)["timers_packed"], Value::Bool(true));
         query.output().values().flatten().map(|row| row["amount"].as_i64().expect("amount")).collect()
     };
     let rows = run_in_two_parts(false);
     // The second part is one batch (watermark 22): z at 35 and y at 60 are still
-    // remembered (until 40 and 42), a was forgotten at 10.
-    assert_eq!(rows, [1, 3, 5, 6, 8]);
+    // remembered (until 40 and 42), a was forgotten at 10; w is new.
+    assert_eq!(rows, [1, 3, 5, 6, 8, 10]);
     assert_eq!(run_in_two_parts(true), rows);
 }
 

@@ -232,6 +232,7 @@ fn open_processor(
         stage: stage.name.clone(),
         window_aggregates: Vec::new(),
         timers_by_key: operator.timers_by_key(),
+        timers_packed: true,
     };
     if let Some(required) = spec.time_mode
         && required != operator.time_mode()

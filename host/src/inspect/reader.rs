@@ -19,7 +19,7 @@ use crate::checkpoint::CheckpointDir;
 use crate::pipeline::AggregateFn;
 use crate::state::{
     CF_NAMES, CHANGELOG, COMMITTED_BATCH, Cf, OperatorStateSchema, StateKind, changelog, copy_before, key, layout,
-    packed, schema_key, unwritten,
+    packed, schema_key, timer_buckets, unwritten,
 };
 use crate::util::format_micros_iso;
 
@@ -501,12 +501,14 @@ impl StateReader {
         // Filtered as they are read (a key's timers are spread over the whole index),
         // then put in the `timers` family's order: key group, key length, key, expiry.
         let mut found = Vec::new();
-        self.scan(Cf::TimerIndex.name(), &operator.to_be_bytes(), |raw, _| {
-            let (expiry, key_group, key_bytes) = layout::split_timer_index_key(raw)
-                .with_context(|| format!("corrupt timer index key {} in {}", hex(raw), self.path.display()))?;
-            let key_json = decode_key(key_bytes);
-            if key.is_none_or(|wanted| wanted == key_json.as_slice()) {
-                found.push((key_group, key_bytes.to_vec(), expiry, key_json));
+        self.scan(Cf::TimerIndex.name(), &operator.to_be_bytes(), |raw, value| {
+            let timers = timer_buckets::index_entry_timers(raw, value)
+                .with_context(|| format!("corrupt timer index entry {} in {}", hex(raw), self.path.display()))?;
+            for (expiry, key_group, key_bytes) in timers {
+                let key_json = decode_key(key_bytes);
+                if key.is_none_or(|wanted| wanted == key_json.as_slice()) {
+                    found.push((key_group, key_bytes.to_vec(), expiry, key_json));
+                }
             }
             Ok(())
         })?;
@@ -541,9 +543,11 @@ impl StateReader {
             var.1 += 1;
             Ok(())
         })?;
-        self.scan(Cf::TimerIndex.name(), &[], |raw, _| {
+        self.scan(Cf::TimerIndex.name(), &[], |raw, value| {
             if let Some(operator) = raw.get(..2).map(|op| u16::from_be_bytes([op[0], op[1]])) {
-                operators.entry(operator).or_default().timers += 1;
+                let timers = timer_buckets::index_entry_timers(raw, value)
+                    .with_context(|| format!("corrupt timer index entry {} in {}", hex(raw), self.path.display()))?;
+                operators.entry(operator).or_default().timers += timers.len() as u64;
             }
             Ok(())
         })?;

@@ -98,6 +98,7 @@ fn key_filter_works_with_and_without_key_groups() {
         stage: String::new(),
         window_aggregates: Vec::new(),
         timers_by_key: true,
+        timers_packed: true,
     };
     store.write_meta(&schema_key(0), &serde_json::to_vec(&schema).unwrap()).unwrap();
     let reader = StateReader::open(dir.path()).unwrap();
@@ -149,6 +150,7 @@ fn declared_schema_overrides_inference() {
         stage: String::new(),
         window_aggregates: Vec::new(),
         timers_by_key: true,
+        timers_packed: true,
     };
     store.write_meta(&schema_key(0), &serde_json::to_vec(&schema).unwrap()).unwrap();
     let reader = StateReader::open(dir.path()).unwrap();
@@ -173,6 +175,7 @@ fn reads_the_schema_the_engine_records() {
         stage: String::new(),
         window_aggregates: Vec::new(),
         timers_by_key: true,
+        timers_packed: true,
     };
     let checkpoint = tempfile::tempdir().unwrap();
     let found = check(&store, 0, &engine_schema, &[], &CheckpointDir::new(checkpoint.path())).unwrap();

@@ -82,11 +82,12 @@ impl DedupStage {
             stage: self.name.clone(),
             window_aggregates: Vec::new(),
             timers_by_key: false,
+            timers_packed: true,
         }
     }
 
-    /// Drops the stored timers kept by key with the next batch (the store was written
-    /// when the stage kept them so).
+    /// Drops the stored timers kept by key and packs the timer index with the next batch
+    /// (the store was written by an earlier eddy, which kept them so).
     pub fn convert_timers_with_next_batch(&mut self) {
         self.converting_timers = true;
     }
@@ -144,6 +145,7 @@ impl Stage for DedupStage {
         let mut txn = store.begin();
         if std::mem::take(&mut self.converting_timers) {
             Timers::keep_by_key(&mut txn, self.operator_id, 0..self.key_groups, false)?;
+            Timers::pack_index(&mut txn, self.operator_id, 0..self.key_groups)?;
         }
         let mut stats = StageStats { name: self.name.clone(), ..StageStats::default() };
         let times = match self.time_index {

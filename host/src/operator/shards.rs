@@ -93,6 +93,7 @@ impl ShardedOperator {
     /// Converts the stored timers to how this module keeps them, with the next batch.
     pub fn convert_timers_with_next_batch(&mut self) {
         let how = if self.timers_by_key() { "by key and in the timer index" } else { "in the timer index only" };
+        let how = format!("{how}, the index packed by expiry and key group");
         crate::log::info(&format!("operator {}: the next batch keeps the stored timers {how}", self.operator_id));
         self.shards.iter_mut().for_each(WasmOperator::convert_timers_with_next_batch);
     }

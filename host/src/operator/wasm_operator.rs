@@ -329,14 +329,16 @@ impl WasmOperator {
     }
 
     /// Converts the stored timers to how this module keeps them (see
-    /// [`Timers::keep_by_key`]), when the stored state kept them the other way.
+    /// [`Timers::keep_by_key`]) and packs an earlier eddy's timer index (see
+    /// [`Timers::pack_index`]), when the stored state kept them another way.
     fn convert_timers(&mut self) -> Result<()> {
         if !std::mem::take(&mut self.converting_timers) {
             return Ok(());
         }
         let txn = self.instance.txn_mut().context("no state transaction during the batch")?;
         let key_groups = self.options.key_group_range.clone();
-        Timers::keep_by_key(txn, self.options.operator_id, key_groups, self.timers_by_key)
+        Timers::keep_by_key(txn, self.options.operator_id, key_groups.clone(), self.timers_by_key)?;
+        Timers::pack_index(txn, self.options.operator_id, key_groups)
     }
 
     /// Key `encoded` of `key_group` as a key of a call, and its values.

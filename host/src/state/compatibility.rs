@@ -41,6 +41,11 @@ pub struct OperatorStateSchema {
     /// store written before this was recorded. A restart converts them when it changes.
     #[serde(default = "kept", skip_serializing_if = "is_kept")]
     pub timers_by_key: bool,
+    /// Whether the timer index holds the timers packed by bucket (see
+    /// [`timer_buckets`](super::timer_buckets)): not in a store written before this was
+    /// recorded, which a restart packs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timers_packed: bool,
 }
 
 fn kept() -> bool {
@@ -72,7 +77,8 @@ pub struct SchemaCheck {
     /// Stored variables the new version deletes: delete their data with the next batch.
     pub delete: Vec<String>,
     /// The stored timers are kept the other way than `current` keeps them (by key or in
-    /// the timer index only): convert them with the next batch.
+    /// the timer index only, packed by bucket or one entry each): convert them with the
+    /// next batch.
     pub convert_timers: bool,
 }
 
@@ -93,7 +99,7 @@ pub fn check(
     let mut delete = Vec::new();
     let mut convert_timers = false;
     if let Some(stored) = &stored {
-        convert_timers = stored.timers_by_key != current.timers_by_key;
+        convert_timers = stored.timers_by_key != current.timers_by_key || stored.timers_packed != current.timers_packed;
         let changes = incompatible_changes(stored, current, deleted);
         if !changes.is_empty() {
             bail!(

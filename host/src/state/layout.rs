@@ -7,11 +7,14 @@
 //! ```text
 //! state CF:        op u16 | key group u16 | key len u32 | key | var len u16 | var | [map user key]
 //! timers CF:       op u16 | key group u16 | key len u32 | key | expiry (sortable i64)
-//! timer index CF:  op u16 | expiry (sortable i64) | key group u16 | key len u32 | key
+//! timer index CF:  op u16 | expiry (sortable i64) | key group u16     → its keys
 //! ```
 //!
-//! The timer index holds every timer; the timers CF holds them by key too only for an
-//! operator whose module lists timers (`list-timers`).
+//! The timer index holds every timer, packed by expiry and key group (see
+//! [`timer_buckets`](super::timer_buckets); stores of an earlier eddy hold one entry
+//! per timer, `… | key group u16 | key len u32 | key`, until a restart packs them); the
+//! timers CF holds them by key too only for an operator whose module lists timers
+//! (`list-timers`).
 //!
 //! Values carry their expiry (processing time, microseconds) in front: `i64::MAX`
 //! means "never". A list is one value holding every element with its own expiry.
@@ -109,7 +112,8 @@ pub fn timer_key(key_prefix: &[u8], expiry: i64) -> Vec<u8> {
     out
 }
 
-/// The timer-index-CF key of one timer: ordered by expiry across all keys.
+/// The timer-index-CF key of one timer in the layout of an earlier eddy (one entry per
+/// timer): ordered by expiry across all keys.
 pub fn timer_index_key(operator: u16, expiry: i64, key_group: u16, key: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(16 + key.len());
     out.extend_from_slice(&operator.to_be_bytes());

@@ -12,6 +12,8 @@ pub mod packed;
 mod resident;
 mod resident_feed;
 mod store;
+pub mod timer_buckets;
+mod timers;
 mod ttl;
 mod tuning;
 mod txn;
@@ -23,5 +25,6 @@ pub use compatibility::{
     OperatorStateSchema, SchemaCheck, check, schema_entry, schema_key, stored_schema, write_schema_file,
 };
 pub use store::{CF_NAMES, CHANGELOG, COMMITTED_BATCH, Cf, StateStore, StateTxn};
+pub use timers::{DueTimer, DueTimers, Timers};
 pub use ttl::evict_expired;
-pub use variables::{DueTimer, DueTimers, KeyScope, StateKind, Timers, VariableDecl, live_list, value_get};
+pub use variables::{KeyScope, StateKind, VariableDecl, live_list, value_get};

@@ -130,6 +130,7 @@ impl StateStore {
         StateTxn {
             db: self.db.clone(),
             overlay: overlays(),
+            timers: Default::default(),
             prefetched: HashMap::new(),
             blind: Vec::new(),
             records: ChangeRecords::new(self.spare_chunks.clone()),
@@ -159,6 +160,7 @@ impl StateStore {
             self.resident.set_aside();
             Ok(())
         })?;
+        txn.pack_timers(true)?;
         // Room for every change and its change-log copy up front, as at the commit.
         let buffered = txn.buffered_bytes() as usize;
         let part = txn.split_off_ahead();
@@ -191,6 +193,9 @@ impl StateStore {
     /// change-log records leaves them unwritten in the `state` family for a while
     /// (see [`unwritten`](super::unwritten)).
     pub fn commit_all(&self, mut txns: Vec<StateTxn>, batch_id: u64) -> Result<()> {
+        for txn in &mut txns {
+            txn.pack_timers(false)?;
+        }
         // The in-memory copy changes with the write batch, once no transaction reads it:
         // on a second thread, fed each state change as the batch takes it.
         txns.iter_mut().for_each(|txn| txn.resident = None);

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use super::tests::Draws;
 use super::*;
-use crate::state::{KeyScope, Timers, layout};
+use crate::state::{KeyScope, Timers, layout, timer_buckets};
 
 const OPERATOR: u16 = 3;
 const KEY_GROUPS: u16 = 4;
@@ -22,10 +22,8 @@ fn indexed(store: &StateStore) -> Result<Vec<(Vec<u8>, i64)>> {
     let entries = store.begin().scan_prefix(Cf::TimerIndex, &OPERATOR.to_be_bytes())?;
     Ok(entries
         .iter()
-        .map(|(raw, _)| {
-            let (expiry, _, key) = layout::split_timer_index_key(raw).expect("an index key");
-            (key.to_vec(), expiry)
-        })
+        .flat_map(|(raw, value)| timer_buckets::index_entry_timers(raw, value).expect("an index entry"))
+        .map(|(expiry, _, key)| (key.to_vec(), expiry))
         .collect())
 }
 
@@ -43,22 +41,26 @@ fn by_key(store: &StateStore) -> Result<BTreeSet<(Vec<u8>, i64)>> {
 
 /// 40 batches of random registrations and deletions, then a pass over the due timers
 /// whose handlers delete and register timers (also due ones of keys later in the
-/// pass), go to two stores: one keeps timers by key, one in the index only. Each
-/// batch, both fire the same timers, and both indexes hold what a plain set of live
-/// timers says (the by-key family too, for the first).
+/// pass), go to three stores: one keeps timers by key, one in the (packed) index only,
+/// and one in the index only writing its changes ahead of the commit at random points.
+/// Each batch, all fire the same timers, and every index holds what a plain set of
+/// live timers says (the by-key family too, for the first).
 #[test]
 fn timers_in_the_index_only_register_delete_and_fire_like_timers_kept_by_key() -> Result<()> {
-    let dirs = (tempfile::tempdir()?, tempfile::tempdir()?);
-    let stores = [StateStore::open(dirs.0.path())?, StateStore::open(dirs.1.path())?];
+    let dirs = [tempfile::tempdir()?, tempfile::tempdir()?, tempfile::tempdir()?];
+    let stores =
+        [StateStore::open(dirs[0].path())?, StateStore::open(dirs[1].path())?, StateStore::open(dirs[2].path())?];
+    const KEEP: [bool; 3] = [true, false, false];
     let mut live: BTreeSet<(u64, i64)> = BTreeSet::new();
     let mut draws = Draws(0x9e37_79b9_7f4a_7c15);
+    let mut wrote_ahead = 0;
     for batch in 0..40u64 {
         let deadline = batch as i64 * 10;
-        let mut txns = [stores[0].begin(), stores[1].begin()];
+        let mut txns = stores.each_ref().map(StateStore::begin);
         for _ in 0..30 {
             let (key, expiry) = (draws.below(12), deadline + draws.below(30) as i64 - 5);
             let register = draws.below(3) > 0;
-            for (txn, keep) in txns.iter_mut().zip([true, false]) {
+            for (txn, keep) in txns.iter_mut().zip(KEEP) {
                 if register {
                     scope(key, keep).timer_register(txn, expiry);
                 } else {
@@ -70,8 +72,11 @@ fn timers_in_the_index_only_register_delete_and_fire_like_timers_kept_by_key() -
             } else {
                 live.remove(&(key, expiry));
             }
+            if draws.below(10) == 0 {
+                wrote_ahead += usize::from(stores[2].write_ahead_over(&mut txns[2], batch, 0)?);
+            }
         }
-        let mut fired = [Vec::new(), Vec::new()];
+        let mut fired = [Vec::new(), Vec::new(), Vec::new()];
         let mut due_lists = Vec::new();
         for txn in &mut txns {
             Timers::drop_fired_index(txn, OPERATOR, deadline)?;
@@ -80,31 +85,37 @@ fn timers_in_the_index_only_register_delete_and_fire_like_timers_kept_by_key() -
             due_lists.push(due.iter().map(|timer| (timer.key.to_vec(), timer.expiry)).collect::<Vec<_>>());
         }
         assert_eq!(due_lists[0], due_lists[1], "batch {batch}: the due timers");
+        assert_eq!(due_lists[0], due_lists[2], "batch {batch}: the due timers, written ahead");
         let due: Vec<(u64, i64)> = live.iter().copied().filter(|(_, expiry)| *expiry <= deadline).collect();
         assert_eq!(due_lists[0].len(), due.len(), "batch {batch}: as many due timers as the model has");
-        // The handlers' draws, the same for both stores.
-        let handlers: Vec<(u64, u64, i64)> =
-            due.iter().map(|_| (draws.below(4), draws.below(12), deadline + draws.below(20) as i64 - 10)).collect();
-        for ((txn, keep), fired) in txns.iter_mut().zip([true, false]).zip(&mut fired) {
-            for (&(key, expiry), &(action, other, at)) in due.iter().zip(&handlers) {
+        // The handlers' draws, the same for every store.
+        let handlers: Vec<(u64, u64, i64, bool)> = due
+            .iter()
+            .map(|_| (draws.below(4), draws.below(12), deadline + draws.below(20) as i64 - 10, draws.below(8) == 0))
+            .collect();
+        for (((txn, keep), fired), store) in txns.iter_mut().zip(KEEP).zip(&mut fired).zip(&stores) {
+            for (&(key, expiry), &(action, other, at, spill)) in due.iter().zip(&handlers) {
                 let fires = scope(key, keep).timer_fire(txn, expiry)?;
                 fired.push(fires);
-                if !fires {
-                    continue;
+                if fires {
+                    match action {
+                        0 => scope(other, keep).timer_delete(txn, at),
+                        1 => scope(other, keep).timer_register(txn, at),
+                        _ => {}
+                    }
                 }
-                match action {
-                    0 => scope(other, keep).timer_delete(txn, at),
-                    1 => scope(other, keep).timer_register(txn, at),
-                    _ => {}
+                if spill && std::ptr::eq(store, &stores[2]) {
+                    wrote_ahead += usize::from(store.write_ahead_over(txn, batch, 0)?);
                 }
             }
         }
         assert_eq!(fired[0], fired[1], "batch {batch}: which due timers fired");
+        assert_eq!(fired[0], fired[2], "batch {batch}: which due timers fired, written ahead");
         // The model: a due timer fires unless a handler before it deleted it (and did
         // not register it again); a timer at or before the deadline registered in the
         // pass stays for the next batch.
         let mut deleted_in_pass = BTreeSet::new();
-        for (index, (&(key, expiry), &(action, other, at))) in due.iter().zip(&handlers).enumerate() {
+        for (index, (&(key, expiry), &(action, other, at, _))) in due.iter().zip(&handlers).enumerate() {
             let fires = !deleted_in_pass.contains(&(key, expiry));
             assert_eq!(fired[0][index], fires, "batch {batch}: timer {key}@{expiry}");
             live.remove(&(key, expiry));
@@ -123,9 +134,9 @@ fn timers_in_the_index_only_register_delete_and_fire_like_timers_kept_by_key() -
                 }
             }
         }
-        let [first, second] = txns;
-        stores[0].commit(first, batch)?;
-        stores[1].commit(second, batch)?;
+        for (store, txn) in stores.iter().zip(txns) {
+            store.commit(txn, batch)?;
+        }
         let want: BTreeSet<(Vec<u8>, i64)> =
             live.iter().map(|&(key, expiry)| (format!("key-{key}").into_bytes(), expiry)).collect();
         for store in &stores {
@@ -135,6 +146,7 @@ fn timers_in_the_index_only_register_delete_and_fire_like_timers_kept_by_key() -
         assert_eq!(by_key(&stores[0])?, want, "batch {batch}: the timers kept by key");
         assert!(by_key(&stores[1])?.is_empty(), "batch {batch}: none kept by key in the index-only store");
     }
+    assert!(wrote_ahead > 20, "changes were written ahead in most batches ({wrote_ahead})");
     Ok(())
 }
 
@@ -174,5 +186,57 @@ fn a_store_converts_its_timers_between_the_two_ways() -> Result<()> {
     assert_eq!(indexed(&store)?, index, "the index stays");
     let listed = scope(3, false).timer_list(&store.begin());
     assert!(listed.is_err_and(|error| error.to_string().contains("list-timers")));
+    Ok(())
+}
+
+/// A store of an earlier eddy, with one timer-index entry per timer, is packed by
+/// bucket for the converting shard's key groups only; the due timers stay the same
+/// before, in the converting batch (which also registers and deletes) and after.
+#[test]
+fn a_store_packs_a_timer_index_of_one_entry_per_timer() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = StateStore::open(dir.path())?;
+    let mut txn = store.begin();
+    let mut want = BTreeSet::new();
+    for key in 0..10u64 {
+        for expiry in [key as i64 * 7, 100] {
+            let (group, name) = ((key % u64::from(KEY_GROUPS)) as u16, format!("key-{key}").into_bytes());
+            txn.put(Cf::TimerIndex, layout::timer_index_key(OPERATOR, expiry, group, &name), Vec::new());
+            want.insert((name, expiry));
+        }
+    }
+    store.commit(txn, 0)?;
+    let due_keys = |txn: &StateTxn, deadline: i64| -> Result<Vec<(Vec<u8>, i64)>> {
+        let due = Timers::due(txn, OPERATOR, deadline, |_| true)?;
+        Ok(due.iter().map(|timer| (timer.key.to_vec(), timer.expiry)).collect())
+    };
+    let all_due = due_keys(&store.begin(), 100)?;
+    assert_eq!(all_due.iter().cloned().collect::<BTreeSet<_>>(), want, "one entry per timer reads as before");
+    let entries = |store: &StateStore| -> Result<Vec<usize>> {
+        Ok(store.begin().scan_prefix(Cf::TimerIndex, &OPERATOR.to_be_bytes())?.iter().map(|(k, _)| k.len()).collect())
+    };
+
+    // Key groups 0 and 1 (keys 0, 1, 4, 5, 8, 9) in one batch, which also registers a
+    // timer of key 0 and deletes one of key 1.
+    let mut txn = store.begin();
+    Timers::pack_index(&mut txn, OPERATOR, 0..2)?;
+    assert_eq!(due_keys(&txn, 100)?, all_due, "the converting batch sees the same due timers");
+    scope(0, false).timer_register(&mut txn, 50);
+    scope(1, false).timer_delete(&mut txn, 7);
+    store.commit(txn, 1)?;
+    want.insert((b"key-0".to_vec(), 50));
+    want.remove(&(b"key-1".to_vec(), 7));
+    assert_eq!(indexed(&store)?.into_iter().collect::<BTreeSet<_>>(), want);
+    let singles_left = entries(&store)?.iter().filter(|len| **len != timer_buckets::BUCKET_KEY_LEN).count();
+    assert_eq!(singles_left, 8, "the timers of keys 2, 3, 6 and 7 stay one entry each");
+    let mut txn = store.begin();
+    Timers::pack_index(&mut txn, OPERATOR, 2..KEY_GROUPS)?;
+    store.commit(txn, 2)?;
+    assert!(entries(&store)?.iter().all(|len| *len == timer_buckets::BUCKET_KEY_LEN), "all packed");
+    assert_eq!(indexed(&store)?.into_iter().collect::<BTreeSet<_>>(), want);
+    let due: BTreeSet<_> = due_keys(&store.begin(), 100)?.into_iter().collect();
+    assert_eq!(due, want);
+    // Expiry 100 holds one bucket per key group; the earlier expiries one key each.
+    assert_eq!(entries(&store)?.len(), 10 - 1 + 1 + usize::from(KEY_GROUPS));
     Ok(())
 }

@@ -16,6 +16,7 @@ use super::layout;
 use super::layout::Cf;
 use super::overlay::Overlay;
 use super::resident::ResidentState;
+use super::timer_buckets::{self, BucketKey, TimerBuckets};
 use super::unwritten;
 use crate::pipeline::CHANGE_OVERHEAD_BYTES;
 
@@ -24,6 +25,9 @@ pub struct StateTxn {
     pub(super) db: Arc<DB>,
     /// The changes of each column family but the change log, in [`Cf`] order.
     pub(super) overlay: [Overlay; 5],
+    /// The timer changes, by bucket of the timer index ([`timer_buckets`]): made into
+    /// `Cf::TimerIndex` entries at the commit or a write ahead.
+    pub(super) timers: TimerBuckets,
     /// Committed `Cf::State` values read ahead by [`StateTxn::prefetch_state`].
     pub(super) prefetched: HashMap<Vec<u8>, Option<Vec<u8>>>,
     /// Changes of `Cf::State` the transaction does not read back, in order.
@@ -183,6 +187,7 @@ impl StateTxn {
         let mut part = StateTxn {
             db: self.db.clone(),
             overlay: overlays(),
+            timers: TimerBuckets::default(),
             prefetched: HashMap::new(),
             blind: std::mem::take(&mut self.blind),
             records: self.records.take(),
@@ -214,7 +219,7 @@ impl StateTxn {
             self.written_ahead[cf as usize].0 += put;
             self.written_ahead[cf as usize].1 += deleted;
         }
-        self.held_back = self.buffered_bytes;
+        self.held_back = self.buffered_bytes + self.timers.bytes(CHANGE_OVERHEAD_BYTES);
         part
     }
 
@@ -286,12 +291,17 @@ impl StateTxn {
     /// The bytes this transaction's changes hold: each change's key and value plus
     /// [`CHANGE_OVERHEAD_BYTES`], and the change-log records it made itself.
     pub fn buffered_bytes(&self) -> u64 {
-        self.buffered_bytes + self.records.bytes() as u64
+        self.buffered_bytes + self.timers.bytes(CHANGE_OVERHEAD_BYTES) + self.records.bytes() as u64
     }
 
-    /// How many keys of `cf` this transaction changes (writes and deletes).
+    /// How many keys of `cf` this transaction changes (writes and deletes); for the
+    /// timer index, how many timers (of the buckets not yet made entries).
     pub fn changes(&self, cf: Cf) -> u64 {
-        let blind = if cf == Cf::State { self.blind.len() } else { 0 };
+        let blind = match cf {
+            Cf::State => self.blind.len(),
+            Cf::TimerIndex => self.timers.changes() as usize,
+            _ => 0,
+        };
         let (put, deleted) = self.written_ahead[cf as usize];
         (self.overlay[cf as usize].changed_keys() + blind) as u64 + put + deleted
     }
@@ -372,5 +382,71 @@ impl StateTxn {
             self.written_ahead[cf as usize],
             |(w, d), change| if change.is_some() { (w + 1, d) } else { (w, d + 1) },
         )
+    }
+
+    /// Registers (`true`) or deletes the timer of `key` in `bucket` of the timer index.
+    pub fn set_timer(&mut self, bucket: BucketKey, key: &[u8], registered: bool) {
+        self.timers.set(bucket, key, registered);
+    }
+
+    /// Whether this transaction deleted the timer of `key` in `bucket` (not counting one
+    /// written ahead of the commit: no due timer is).
+    pub fn timer_deleted_here(&self, bucket: &BucketKey, key: &[u8]) -> bool {
+        self.timers.deleted(bucket, key)
+    }
+
+    /// Undoes this transaction's change of the timer of `key` in `bucket`, if any: for a
+    /// timer under a range the commit drops anyway (see [`forget`](Self::forget)).
+    pub fn forget_timer(&mut self, bucket: &BucketKey, key: &[u8]) {
+        self.timers.forget(bucket, key);
+    }
+
+    /// The buckets of timer changes with a key below `end`, in key order.
+    pub fn timer_changes_below(&self, end: Option<&[u8]>) -> Vec<(&BucketKey, &timer_buckets::BucketChanges)> {
+        self.timers.below(end)
+    }
+
+    /// Makes the changed timer buckets `Cf::TimerIndex` entries: each bucket's committed
+    /// keys with this transaction's changes. `ahead`: for a write ahead of the commit,
+    /// which leaves the buckets under a range the commit drops as they are; else, for
+    /// the commit, which writes those over the dropped range with this transaction's
+    /// registrations only (every committed timer in it fired).
+    pub(super) fn pack_timers(&mut self, ahead: bool) -> Result<()> {
+        let ranges = &self.dropped_ranges;
+        let dropped = |bucket: &BucketKey| {
+            ranges.iter().any(|(cf, start, end)| {
+                *cf == Cf::TimerIndex && start.as_slice() <= &bucket[..] && &bucket[..] < end.as_slice()
+            })
+        };
+        let taken = self.timers.take(|bucket| !(ahead && dropped(bucket)));
+        if taken.is_empty() {
+            return Ok(());
+        }
+        let in_dropped: Vec<bool> = taken.iter().map(|(bucket, _)| dropped(bucket)).collect();
+        // The committed values, in one batched lookup (told its keys are sorted).
+        let mut wanted: Vec<&[u8]> = taken
+            .iter()
+            .zip(&in_dropped)
+            .filter(|(_, dropped)| !**dropped)
+            .map(|((bucket, _), _)| &bucket[..])
+            .collect();
+        wanted.sort_unstable();
+        let handle = self.db.cf_handle(Cf::TimerIndex.name()).context("state column family missing")?;
+        let values = self.db.batched_multi_get_cf(handle, &wanted, true);
+        let mut committed: HashMap<&[u8], Option<Vec<u8>>> = HashMap::with_capacity(wanted.len());
+        for (key, value) in wanted.into_iter().zip(values) {
+            committed.insert(key, value.context("cannot read the timer index")?.map(|slice| slice.to_vec()));
+        }
+        let mut entries = Vec::with_capacity(taken.len());
+        for ((bucket, changes), dropped) in taken.iter().zip(in_dropped) {
+            let before = if dropped { None } else { committed.get(&bucket[..]).and_then(Option::as_deref) };
+            let value = timer_buckets::merge(before, changes)
+                .context("corrupt timer bucket in the state store (the bytes do not follow eddy's layout)")?;
+            entries.push((bucket.to_vec(), value));
+        }
+        for (key, value) in entries {
+            self.buffer(Cf::TimerIndex, key, value);
+        }
+        Ok(())
     }
 }

@@ -3,12 +3,11 @@
 //! Every read hides values whose TTL has expired at the batch's processing time, so a
 //! processor never sees an expired value even before it is physically removed.
 
-use std::ops::Range;
-
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 
 use super::layout::{self, NEVER};
 use super::store::{Cf, StateTxn};
+use super::timer_buckets::{BucketKey, bucket_key};
 
 /// The kind of a state variable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -71,7 +70,7 @@ pub struct KeyScope {
     timers_by_key: bool,
 }
 
-fn corrupt(what: &str) -> anyhow::Error {
+pub(super) fn corrupt(what: &str) -> anyhow::Error {
     anyhow::anyhow!("corrupt {what} in the state store (the bytes do not follow eddy's layout)")
 }
 
@@ -246,11 +245,12 @@ impl KeyScope {
         if self.timers_by_key {
             txn.put(Cf::Timers, layout::timer_key(&self.prefix, expiry), Vec::new());
         }
-        txn.put(Cf::TimerIndex, self.timer_index_key(expiry), Vec::new());
+        txn.set_timer(self.timer_bucket(expiry), self.key(), true);
     }
 
-    fn timer_index_key(&self, expiry: i64) -> Vec<u8> {
-        layout::timer_index_key(self.operator, expiry, self.key_group, self.key())
+    /// The timer-index bucket of this key's timers at `expiry`.
+    fn timer_bucket(&self, expiry: i64) -> BucketKey {
+        bucket_key(self.operator, expiry, self.key_group)
     }
 
     /// Deletes this key's timer at `expiry`, if there is one.
@@ -258,7 +258,7 @@ impl KeyScope {
         if self.timers_by_key {
             txn.delete(Cf::Timers, layout::timer_key(&self.prefix, expiry));
         }
-        txn.delete(Cf::TimerIndex, self.timer_index_key(expiry));
+        txn.set_timer(self.timer_bucket(expiry), self.key(), false);
     }
 
     /// Deletes this key's due timer at `expiry` as it fires; false when this
@@ -266,18 +266,18 @@ impl KeyScope {
     /// may be deleted by a handler of that pass). Its index entry is left to the
     /// batch's range drop of fired timers ([`Timers::drop_fired_index`]).
     pub fn timer_fire(&self, txn: &mut StateTxn, expiry: i64) -> Result<bool> {
-        let index = self.timer_index_key(expiry);
+        let bucket = self.timer_bucket(expiry);
         if !self.timers_by_key {
             // A timer deleted before the pass is not due; one deleted during it is a
             // change this transaction holds (the pass's range drop keeps the changes
             // inside the range from being written ahead of the commit).
-            if txn.deleted_here(Cf::TimerIndex, &index) {
+            if txn.timer_deleted_here(&bucket, self.key()) {
                 return Ok(false);
             }
         } else if txn.delete_once(Cf::Timers, layout::timer_key(&self.prefix, expiry))? {
             return Ok(false);
         }
-        txn.forget(Cf::TimerIndex, &index);
+        txn.forget_timer(&bucket, self.key());
         Ok(true)
     }
 
@@ -292,154 +292,5 @@ impl KeyScope {
             .into_iter()
             .map(|(key, _)| layout::from_sortable_i64(&key[self.prefix.len()..]).ok_or_else(|| corrupt("timer")))
             .collect()
-    }
-}
-
-/// A timer that is due: its expiry and the key it belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DueTimer<'a> {
-    /// The time the timer was registered for.
-    pub expiry: i64,
-    /// The key group of its key.
-    pub key_group: u16,
-    /// The encoded grouping key.
-    pub key: &'a [u8],
-}
-
-/// The timers due in a batch, compactly (a batch may fire millions): 24 bytes each and
-/// their keys in one buffer, rather than a buffer of its own each.
-#[derive(Debug, Default)]
-pub struct DueTimers {
-    timers: Vec<Due>,
-    keys: Vec<u8>,
-}
-
-/// One due timer of [`DueTimers`]: its key is `keys[key_at..key_at + key_len]`.
-#[derive(Clone, Copy, Debug)]
-struct Due {
-    expiry: i64,
-    key_at: usize,
-    key_len: u32,
-    key_group: u16,
-}
-
-impl DueTimers {
-    fn push(&mut self, expiry: i64, key_group: u16, key: &[u8]) {
-        let key_len = u32::try_from(key.len()).unwrap_or(u32::MAX);
-        self.timers.push(Due { expiry, key_at: self.keys.len(), key_len, key_group });
-        self.keys.extend_from_slice(key);
-    }
-
-    fn at(&self, due: &Due) -> DueTimer<'_> {
-        let key = &self.keys[due.key_at..due.key_at + due.key_len as usize];
-        DueTimer { expiry: due.expiry, key_group: due.key_group, key }
-    }
-
-    /// How many timers are due.
-    pub fn len(&self) -> usize {
-        self.timers.len()
-    }
-
-    /// Whether none is.
-    pub fn is_empty(&self) -> bool {
-        self.timers.is_empty()
-    }
-
-    /// Puts the timers key after key (by key group, then key); a key's stay in the order
-    /// they were in.
-    pub fn sort_by_key(&mut self) {
-        let keys = &self.keys;
-        let key = |due: &Due| (due.key_group, &keys[due.key_at..due.key_at + due.key_len as usize]);
-        self.timers.sort_by(|a, b| key(a).cmp(&key(b)));
-    }
-
-    /// The timers from `start`, at most `count` of them.
-    pub fn slice(&self, start: usize, count: usize) -> Vec<DueTimer<'_>> {
-        let end = start.saturating_add(count).min(self.timers.len());
-        self.timers.get(start..end).unwrap_or_default().iter().map(|due| self.at(due)).collect()
-    }
-
-    /// Every timer, in order.
-    pub fn iter(&self) -> impl Iterator<Item = DueTimer<'_>> {
-        self.timers.iter().map(|due| self.at(due))
-    }
-}
-
-/// Queries over every key's timers of one operator.
-pub struct Timers;
-
-impl Timers {
-    /// Drops, at `txn`'s commit, the index entries of every timer of `operator` with
-    /// `expiry <= deadline` as one range (see [`StateTxn::drop_committed_range`]): for a
-    /// batch that handled every due timer (timers registered meanwhile stay).
-    pub fn drop_fired_index(txn: &mut StateTxn, operator: u16, deadline: i64) -> Result<()> {
-        let (start, end) = Self::due_range(operator, deadline)?;
-        txn.drop_committed_range(Cf::TimerIndex, start, end);
-        Ok(())
-    }
-
-    /// Converts `operator`'s timers of the key groups `key_groups` at `txn`'s commit:
-    /// kept by key as well (`keep`: each timer of the index gets its `timers` entry) or
-    /// only in the index (the `timers` entries are dropped as one range). For a batch
-    /// that starts with an operator whose modules changed in that respect.
-    pub fn keep_by_key(txn: &mut StateTxn, operator: u16, key_groups: Range<u16>, keep: bool) -> Result<()> {
-        let op = operator.to_be_bytes();
-        if !keep {
-            let start = [op, key_groups.start.to_be_bytes()].concat();
-            let end = [op, key_groups.end.to_be_bytes()].concat();
-            txn.drop_committed_range(Cf::Timers, start, end);
-            return Ok(());
-        }
-        let end = layout::prefix_end(&op).context("operator id out of range")?;
-        let mut by_key = Vec::new();
-        txn.visit_range(Cf::TimerIndex, &op, Some(&end), |raw, _| {
-            let (expiry, key_group, key) = layout::split_timer_index_key(raw).ok_or_else(|| corrupt("timer index"))?;
-            if key_groups.contains(&key_group) {
-                by_key.push(layout::timer_key(&layout::key_prefix(operator, key_group, key), expiry));
-            }
-            Ok(true)
-        })?;
-        by_key.into_iter().for_each(|key| txn.put(Cf::Timers, key, Vec::new()));
-        Ok(())
-    }
-
-    /// The timer-index range of `operator`'s timers with `expiry <= deadline`.
-    fn due_range(operator: u16, deadline: i64) -> Result<(Vec<u8>, Vec<u8>)> {
-        let start = operator.to_be_bytes().to_vec();
-        let end = match deadline.checked_add(1) {
-            Some(bound) => [&start[..], &layout::sortable_i64(bound)].concat(),
-            None => layout::prefix_end(&start).context("operator id out of range")?,
-        };
-        Ok((start, end))
-    }
-
-    /// Every timer of `operator` with `expiry <= deadline` whose key group `owns` says
-    /// is wanted, in expiry order (then key).
-    pub fn due(txn: &StateTxn, operator: u16, deadline: i64, owns: impl Fn(u16) -> bool) -> Result<DueTimers> {
-        let (start, end) = Self::due_range(operator, deadline)?;
-        let mut out = DueTimers::default();
-        txn.visit_range(Cf::TimerIndex, &start, Some(&end), |raw, _| {
-            let (expiry, key_group, key) = layout::split_timer_index_key(raw).ok_or_else(|| corrupt("timer index"))?;
-            if expiry > deadline {
-                bail!("timer index out of order in the state store");
-            }
-            if owns(key_group) {
-                out.push(expiry, key_group, key);
-            }
-            Ok(true)
-        })?;
-        Ok(out)
-    }
-
-    /// Whether `operator` has a timer with `expiry <= deadline` (the search stops at the
-    /// first).
-    pub fn any_due(txn: &StateTxn, operator: u16, deadline: i64) -> Result<bool> {
-        let (start, end) = Self::due_range(operator, deadline)?;
-        let mut found = false;
-        txn.visit_range(Cf::TimerIndex, &start, Some(&end), |_, _| {
-            found = true;
-            Ok(false)
-        })?;
-        Ok(found)
     }
 }

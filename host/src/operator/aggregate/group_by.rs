@@ -74,6 +74,7 @@ impl AggregateStage {
             stage: self.name.clone(),
             window_aggregates: Vec::new(),
             timers_by_key: true,
+            timers_packed: true,
         }
     }
 

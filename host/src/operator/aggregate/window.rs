@@ -164,6 +164,7 @@ impl WindowStage {
             module_sha256: format!("builtin:window/v4:{:?}:{:?}", self.spec.windows, self.spec.aggregates),
             window_aggregates: self.functions.iter().map(|function| function.name().to_string()).collect(),
             timers_by_key: true,
+            timers_packed: true,
             stage: self.name.clone(),
         }
     }

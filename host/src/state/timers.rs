@@ -1,0 +1,227 @@
+//! The timers of every key of one operator: which are due, and converting how a store
+//! keeps them.
+
+use std::ops::Range;
+
+use anyhow::{Context, Result, bail};
+
+use super::layout;
+use super::store::{Cf, StateTxn};
+use super::timer_buckets::{
+    BUCKET_KEY_LEN, BucketChanges, BucketKey, bucket_key, bucket_keys, index_entry_timers, merged_keys,
+    split_bucket_key,
+};
+use super::variables::corrupt;
+
+/// A timer that is due: its expiry and the key it belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DueTimer<'a> {
+    /// The time the timer was registered for.
+    pub expiry: i64,
+    /// The key group of its key.
+    pub key_group: u16,
+    /// The encoded grouping key.
+    pub key: &'a [u8],
+}
+
+/// The timers due in a batch, compactly (a batch may fire millions): 24 bytes each and
+/// their keys in one buffer, rather than a buffer of its own each.
+#[derive(Debug, Default)]
+pub struct DueTimers {
+    timers: Vec<Due>,
+    keys: Vec<u8>,
+}
+
+/// One due timer of [`DueTimers`]: its key is `keys[key_at..key_at + key_len]`.
+#[derive(Clone, Copy, Debug)]
+struct Due {
+    expiry: i64,
+    key_at: usize,
+    key_len: u32,
+    key_group: u16,
+}
+
+impl DueTimers {
+    fn push(&mut self, expiry: i64, key_group: u16, key: &[u8]) {
+        let key_len = u32::try_from(key.len()).unwrap_or(u32::MAX);
+        self.timers.push(Due { expiry, key_at: self.keys.len(), key_len, key_group });
+        self.keys.extend_from_slice(key);
+    }
+
+    fn at(&self, due: &Due) -> DueTimer<'_> {
+        let key = &self.keys[due.key_at..due.key_at + due.key_len as usize];
+        DueTimer { expiry: due.expiry, key_group: due.key_group, key }
+    }
+
+    /// How many timers are due.
+    pub fn len(&self) -> usize {
+        self.timers.len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.timers.is_empty()
+    }
+
+    /// Puts the timers key after key (by key group, then key); a key's stay in the order
+    /// they were in.
+    pub fn sort_by_key(&mut self) {
+        let keys = &self.keys;
+        let key = |due: &Due| (due.key_group, &keys[due.key_at..due.key_at + due.key_len as usize]);
+        self.timers.sort_by(|a, b| key(a).cmp(&key(b)));
+    }
+
+    /// The timers from `start`, at most `count` of them.
+    pub fn slice(&self, start: usize, count: usize) -> Vec<DueTimer<'_>> {
+        let end = start.saturating_add(count).min(self.timers.len());
+        self.timers.get(start..end).unwrap_or_default().iter().map(|due| self.at(due)).collect()
+    }
+
+    /// Every timer, in order.
+    pub fn iter(&self) -> impl Iterator<Item = DueTimer<'_>> {
+        self.timers.iter().map(|due| self.at(due))
+    }
+}
+
+/// Queries over every key's timers of one operator.
+pub struct Timers;
+
+impl Timers {
+    /// Drops, at `txn`'s commit, the index entries of every timer of `operator` with
+    /// `expiry <= deadline` as one range (see [`StateTxn::drop_committed_range`]): for a
+    /// batch that handled every due timer (timers registered meanwhile stay).
+    pub fn drop_fired_index(txn: &mut StateTxn, operator: u16, deadline: i64) -> Result<()> {
+        let (start, end) = Self::due_range(operator, deadline)?;
+        txn.drop_committed_range(Cf::TimerIndex, start, end);
+        Ok(())
+    }
+
+    /// Converts `operator`'s timers of the key groups `key_groups` at `txn`'s commit:
+    /// kept by key as well (`keep`: each timer of the index gets its `timers` entry) or
+    /// only in the index (the `timers` entries are dropped as one range). For a batch
+    /// that starts with an operator whose modules changed in that respect, before it
+    /// changes any timer.
+    pub fn keep_by_key(txn: &mut StateTxn, operator: u16, key_groups: Range<u16>, keep: bool) -> Result<()> {
+        let op = operator.to_be_bytes();
+        if !keep {
+            let start = [op, key_groups.start.to_be_bytes()].concat();
+            let end = [op, key_groups.end.to_be_bytes()].concat();
+            txn.drop_committed_range(Cf::Timers, start, end);
+            return Ok(());
+        }
+        let end = layout::prefix_end(&op).context("operator id out of range")?;
+        let mut by_key = Vec::new();
+        txn.visit_range(Cf::TimerIndex, &op, Some(&end), |raw, value| {
+            for (expiry, key_group, key) in index_entry_timers(raw, value).ok_or_else(|| corrupt("timer index"))? {
+                if key_groups.contains(&key_group) {
+                    by_key.push(layout::timer_key(&layout::key_prefix(operator, key_group, key), expiry));
+                }
+            }
+            Ok(true)
+        })?;
+        by_key.into_iter().for_each(|key| txn.put(Cf::Timers, key, Vec::new()));
+        Ok(())
+    }
+
+    /// Packs `operator`'s timers of the key groups `key_groups` that a store of an
+    /// earlier eddy holds one entry each into their buckets (see
+    /// [`timer_buckets`](super::timer_buckets)), at `txn`'s commit. For a batch that
+    /// starts with such a store, before it changes any timer.
+    pub fn pack_index(txn: &mut StateTxn, operator: u16, key_groups: Range<u16>) -> Result<()> {
+        let op = operator.to_be_bytes();
+        let end = layout::prefix_end(&op).context("operator id out of range")?;
+        let mut singles = Vec::new();
+        txn.visit_range(Cf::TimerIndex, &op, Some(&end), |raw, _| {
+            if raw.len() != BUCKET_KEY_LEN {
+                let (expiry, key_group, key) =
+                    layout::split_timer_index_key(raw).ok_or_else(|| corrupt("timer index"))?;
+                if key_groups.contains(&key_group) {
+                    singles.push((raw.to_vec(), bucket_key(operator, expiry, key_group), key.len()));
+                }
+            }
+            Ok(true)
+        })?;
+        for (raw, bucket, key_len) in singles {
+            txn.set_timer(bucket, &raw[raw.len() - key_len..], true);
+            txn.delete(Cf::TimerIndex, raw);
+        }
+        Ok(())
+    }
+
+    /// The timer-index range of `operator`'s timers with `expiry <= deadline`.
+    fn due_range(operator: u16, deadline: i64) -> Result<(Vec<u8>, Vec<u8>)> {
+        let start = operator.to_be_bytes().to_vec();
+        let end = match deadline.checked_add(1) {
+            Some(bound) => [&start[..], &layout::sortable_i64(bound)].concat(),
+            None => layout::prefix_end(&start).context("operator id out of range")?,
+        };
+        Ok((start, end))
+    }
+
+    /// Every timer of `operator` with `expiry <= deadline` whose key group `owns` says
+    /// is wanted, in expiry order (then key group, then key by length and bytes): the
+    /// committed ones with `txn`'s changes.
+    pub fn due(txn: &StateTxn, operator: u16, deadline: i64, owns: impl Fn(u16) -> bool) -> Result<DueTimers> {
+        let (start, end) = Self::due_range(operator, deadline)?;
+        let mut out = DueTimers::default();
+        // The transaction's changed buckets, each merged in at its place.
+        let mut changed =
+            txn.timer_changes_below(Some(&end)).into_iter().filter(|(bucket, _)| bucket.starts_with(&start)).peekable();
+        let add = |out: &mut DueTimers, bucket: &BucketKey, committed: &[&[u8]], changes: Option<&BucketChanges>| {
+            let (expiry, key_group) = split_bucket_key(bucket);
+            if !owns(key_group) {
+                return;
+            }
+            match changes {
+                Some(changes) => {
+                    merged_keys(committed, changes).into_iter().for_each(|key| out.push(expiry, key_group, key))
+                }
+                None => committed.iter().for_each(|key| out.push(expiry, key_group, key)),
+            }
+        };
+        txn.visit_range(Cf::TimerIndex, &start, Some(&end), |raw, value| {
+            while let Some((bucket, changes)) = changed.next_if(|(bucket, _)| &bucket[..] < raw) {
+                add(&mut out, bucket, &[], Some(changes));
+            }
+            if let Ok(bucket) = <&BucketKey>::try_from(raw) {
+                let changes = changed.next_if(|(changed, _)| changed == &bucket).map(|(_, changes)| changes);
+                let committed = bucket_keys(value).ok_or_else(|| corrupt("timer bucket"))?;
+                add(&mut out, bucket, &committed, changes);
+            } else {
+                // One timer of the earlier layout (a store packs them as it opens).
+                let (expiry, key_group, key) =
+                    layout::split_timer_index_key(raw).ok_or_else(|| corrupt("timer index"))?;
+                if expiry > deadline {
+                    bail!("timer index out of order in the state store");
+                }
+                if owns(key_group) {
+                    out.push(expiry, key_group, key);
+                }
+            }
+            Ok(true)
+        })?;
+        for (bucket, changes) in changed {
+            add(&mut out, bucket, &[], Some(changes));
+        }
+        Ok(out)
+    }
+
+    /// Whether `operator` has a timer with `expiry <= deadline`, committed or registered
+    /// by `txn` (the search stops at the first).
+    pub fn any_due(txn: &StateTxn, operator: u16, deadline: i64) -> Result<bool> {
+        let (start, end) = Self::due_range(operator, deadline)?;
+        let registered = txn
+            .timer_changes_below(Some(&end))
+            .iter()
+            .any(|(bucket, changes)| bucket.starts_with(&start) && changes.values().any(|registered| *registered));
+        if registered {
+            return Ok(true);
+        }
+        let mut found = false;
+        txn.visit_range(Cf::TimerIndex, &start, Some(&end), |_, _| {
+            found = true;
+            Ok(false)
+        })?;
+        Ok(found)
+    }
+}

@@ -295,7 +295,7 @@ fn dedup_drops_the_timers_an_earlier_layout_kept_by_key() {
     use eddy::state::{Cf, StateStore, layout, schema_key, timer_buckets};
     let packed = |store: &StateStore| {
         let index = store.begin().scan_prefix(Cf::TimerIndex, &[]).expect("timer index");
-        index.iter().all(|(raw, _)| raw.len() == timer_buckets::BUCKET_KEY_LEN)
+        index.iter().all(|(raw, value)| !timer_buckets::is_single(raw, value))
     };
     let by_key = |store: &StateStore| store.begin().scan_prefix(Cf::Timers, &[]).expect("timers").len();
     let schema = |store: &StateStore| -> Value {

@@ -1,31 +1,43 @@
-//! The timer index packed by bucket: one entry per (operator, expiry, key group) whose
-//! value lists the keys with a timer then, instead of one entry per timer.
+//! The timer index packed by bucket: the timers of one (operator, expiry, key group)
+//! listed in a few entries, instead of one entry per timer.
 //!
 //! A windowed processor registers a timer per window and fires it a batch or two later:
 //! hundreds of thousands per batch, but at a few dozen expiries. One entry per timer
 //! made each of them a write-buffer insert, a RocksDB write, a flush and a range drop,
 //! and the scan for due timers walk every one; a bucket makes that work per expiry and
-//! key group, and the keys within it a list read in one piece.
+//! key group, and its keys lists read in one piece.
+//!
+//! A bucket's keys, ascending by (length, bytes), are cut into chunks where a key's
+//! hash says so (about [`CHUNK_KEYS`] keys each, at most four times that): a key added
+//! or removed then changes the one chunk it falls in, however many keys the bucket
+//! holds (a timer at midnight for each of millions of keys is many chunks).
 //!
 //! ```text
-//! key:    op u16 | expiry (sortable i64) | key group u16          (12 bytes)
-//! value:  keys, ascending by (length, bytes), each  key len u32 | key
+//! first chunk:  op u16 | expiry (sortable i64) | key group u16                   → keys
+//! other chunks: op u16 | expiry | key group | first key len u32 | first key      → keys
+//! keys:         each  key len u32 (little-endian) | key
 //! ```
 //!
-//! Stores written before hold one entry per timer (`op | expiry | key group | key len
-//! u32 | key`, no value); the decoding here reads both, and a restart packs them
+//! Stores written before hold one entry per timer, with the other chunks' key and an
+//! empty value; the decoding here reads both, and a restart packs them
 //! ([`Timers::pack_index`](super::Timers::pack_index)). A transaction keeps its timer
-//! changes per bucket ([`TimerBuckets`]) and makes each changed bucket's entry once,
-//! at its commit or when it writes ahead ([`merge`]).
+//! changes per bucket ([`TimerBuckets`]) and rewrites each changed bucket's changed
+//! chunks once, at its commit or when it writes ahead ([`rechunk`]).
 
 use std::collections::HashMap;
 
-use xxhash_rust::xxh3::Xxh3DefaultBuilder;
+use xxhash_rust::xxh3::{Xxh3DefaultBuilder, xxh3_64};
 
 use super::layout::{from_sortable_i64, sortable_i64, split_timer_index_key};
 
 /// The length of a bucket's key.
 pub const BUCKET_KEY_LEN: usize = 12;
+
+/// How many keys a chunk holds on average.
+pub const CHUNK_KEYS: usize = 128;
+
+/// How many keys a chunk holds at most.
+const MAX_CHUNK_KEYS: usize = 4 * CHUNK_KEYS;
 
 /// A bucket's key: operator, expiry, key group.
 pub type BucketKey = [u8; BUCKET_KEY_LEN];
@@ -45,15 +57,25 @@ pub fn split_bucket_key(key: &BucketKey) -> (i64, u16) {
     (expiry, u16::from_be_bytes([key[10], key[11]]))
 }
 
-/// The timers one timer-index entry holds, as (expiry, key group, key): a bucket's
-/// keys, or the one timer of an entry of the earlier layout; `None` when the bytes
-/// follow neither.
+/// The bucket of a timer-index entry (its first 12 bytes), if the key is long enough.
+pub fn entry_bucket(raw_key: &[u8]) -> Option<&BucketKey> {
+    raw_key.get(..BUCKET_KEY_LEN)?.try_into().ok()
+}
+
+/// Whether a timer-index entry is one timer of an earlier eddy's layout.
+pub fn is_single(raw_key: &[u8], value: &[u8]) -> bool {
+    raw_key.len() > BUCKET_KEY_LEN && value.is_empty()
+}
+
+/// The timers one timer-index entry holds, as (expiry, key group, key): a chunk's keys,
+/// or the one timer of an entry of the earlier layout; `None` when the bytes follow
+/// neither.
 pub fn index_entry_timers<'a>(raw_key: &'a [u8], value: &'a [u8]) -> Option<Vec<(i64, u16, &'a [u8])>> {
-    if let Ok(bucket) = <&BucketKey>::try_from(raw_key) {
-        let (expiry, key_group) = split_bucket_key(bucket);
-        return Some(bucket_keys(value)?.into_iter().map(|key| (expiry, key_group, key)).collect());
+    if is_single(raw_key, value) {
+        return split_timer_index_key(raw_key).map(|timer| vec![timer]);
     }
-    split_timer_index_key(raw_key).map(|timer| vec![timer])
+    let (expiry, key_group) = split_bucket_key(entry_bucket(raw_key)?);
+    Some(bucket_keys(value)?.into_iter().map(|key| (expiry, key_group, key)).collect())
 }
 
 /// The keys a bucket's value lists, in order; `None` when it is cut short.
@@ -169,23 +191,72 @@ pub fn merged_keys<'a>(committed: &[&'a [u8]], changes: &'a BucketChanges) -> Ve
     out
 }
 
-/// The value of a bucket whose committed value is `committed` (`None`: none) after
-/// `changes`; `None` when it holds no key.
-pub fn merge(committed: Option<&[u8]>, changes: &BucketChanges) -> Option<Option<Vec<u8>>> {
-    let committed = match committed {
-        Some(value) => bucket_keys(value)?,
-        None => Vec::new(),
-    };
-    let keys = merged_keys(&committed, changes);
-    if keys.is_empty() {
-        return Some(None);
+/// A bucket's entries for `keys` (in order): each chunk's key and value.
+pub fn chunks(bucket: &BucketKey, keys: &[&[u8]]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (at, key) in keys.iter().enumerate() {
+        let ends = xxh3_64(key) % CHUNK_KEYS as u64 == 0 || at + 1 - start == MAX_CHUNK_KEYS || at + 1 == keys.len();
+        if !ends {
+            continue;
+        }
+        let part = &keys[start..=at];
+        let mut entry = bucket.to_vec();
+        if start > 0 {
+            entry.extend_from_slice(&(part[0].len() as u32).to_be_bytes());
+            entry.extend_from_slice(part[0]);
+        }
+        let mut value = Vec::with_capacity(part.iter().map(|key| 4 + key.len()).sum());
+        for key in part {
+            value.extend_from_slice(&(key.len() as u32).to_le_bytes());
+            value.extend_from_slice(key);
+        }
+        out.push((entry, value));
+        start = at + 1;
     }
-    let mut value = Vec::with_capacity(keys.iter().map(|key| 4 + key.len()).sum());
-    for key in keys {
-        value.extend_from_slice(&(key.len() as u32).to_le_bytes());
-        value.extend_from_slice(key);
+    out
+}
+
+/// The writes that make a bucket whose entries are `committed` (key and value, in key
+/// order) hold its keys after `changes`: a put of each chunk that differs, a deletion
+/// of each entry that is no chunk any more. `None` when an entry is corrupt.
+pub fn rechunk(
+    bucket: &BucketKey,
+    committed: &[(Vec<u8>, Vec<u8>)],
+    changes: &BucketChanges,
+) -> Option<Vec<(Vec<u8>, Option<Vec<u8>>)>> {
+    let mut keys = Vec::new();
+    for (raw, value) in committed {
+        keys.extend(index_entry_timers(raw, value)?.into_iter().map(|(_, _, key)| key));
     }
-    Some(Some(value))
+    let merged = merged_keys(&keys, changes);
+    let new = chunks(bucket, &merged);
+    let mut writes = Vec::new();
+    let (mut old, mut new) = (committed.iter().peekable(), new.into_iter().peekable());
+    loop {
+        match (old.peek(), new.peek()) {
+            (Some((old_key, old_value)), Some((new_key, new_value))) if old_key == new_key => {
+                if old_value != new_value {
+                    writes.push((new_key.clone(), Some(new_value.clone())));
+                }
+                old.next();
+                new.next();
+            }
+            (Some((old_key, _)), Some((new_key, _))) if old_key < new_key => {
+                writes.push((old_key.clone(), None));
+                old.next();
+            }
+            (Some(_), Some(_)) | (None, Some(_)) => {
+                let (key, value) = new.next()?;
+                writes.push((key, Some(value)));
+            }
+            (Some((old_key, _)), None) => {
+                writes.push((old_key.clone(), None));
+                old.next();
+            }
+            (None, None) => return Some(writes),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -200,14 +271,48 @@ mod tests {
         keys.iter().flat_map(|key| [&(key.len() as u32).to_le_bytes()[..], key.as_bytes()].concat()).collect()
     }
 
+    fn keys(count: usize) -> Vec<Vec<u8>> {
+        (0..count).map(|n| format!("user-{n:06}").into_bytes()).collect()
+    }
+
     #[test]
     fn a_merge_keeps_the_committed_keys_not_deleted_and_adds_the_registered_in_order() {
-        let committed = value(&["b", "d", "aa", "cc"]);
-        let merged = merge(Some(&committed), &changes(&[("c", true), ("d", false), ("b", true), ("zzz", true)]));
-        assert_eq!(merged, Some(Some(value(&["b", "c", "aa", "cc", "zzz"]))));
-        assert_eq!(merge(Some(&value(&["a"])), &changes(&[("a", false)])), Some(None));
-        assert_eq!(merge(None, &changes(&[("a", false)])), Some(None));
-        assert_eq!(merge(Some(&[1, 0, 0]), &changes(&[])), None, "a value cut short");
+        let committed: Vec<&[u8]> = vec![b"b", b"d", b"aa", b"cc"];
+        let changes = changes(&[("c", true), ("d", false), ("b", true), ("zzz", true)]);
+        let merged = merged_keys(&committed, &changes);
+        assert_eq!(merged, vec![&b"b"[..], b"c", b"aa", b"cc", b"zzz"]);
+        assert!(merged_keys(&[b"a"], &self::changes(&[("a", false)])).is_empty());
+    }
+
+    #[test]
+    fn a_bucket_is_cut_into_chunks_that_one_change_touches_one_of() {
+        let bucket = bucket_key(1, 60, 2);
+        let all = keys(5000);
+        let refs: Vec<&[u8]> = all.iter().map(Vec::as_slice).collect();
+        let stored = chunks(&bucket, &refs);
+        assert!(stored.len() > 5000 / MAX_CHUNK_KEYS && stored.len() < 5000 / 16, "{} chunks", stored.len());
+        assert_eq!(stored[0].0, bucket.to_vec(), "the first chunk is the bucket's key");
+        let read: Vec<&[u8]> = stored
+            .iter()
+            .flat_map(|(raw, value)| index_entry_timers(raw, value).expect("a chunk"))
+            .map(|(expiry, key_group, key)| {
+                assert_eq!((expiry, key_group), (60, 2));
+                key
+            })
+            .collect();
+        assert_eq!(read, refs, "the chunks hold every key, in order");
+        assert!(stored.windows(2).all(|pair| pair[0].0 < pair[1].0), "chunk keys ascend");
+        // A key added, one removed, one registered again: one or two chunks change.
+        for change in [("user-002500x", true), ("user-001234", false), ("user-000007", true)] {
+            let writes = rechunk(&bucket, &stored, &changes(&[change])).expect("well-formed");
+            assert!(!writes.is_empty() || change.0 == "user-000007", "{change:?}");
+            assert!(writes.len() <= 2, "{change:?}: {} writes", writes.len());
+        }
+        // Every key removed: every entry goes.
+        let gone: BucketChanges = all.iter().map(|key| (key.clone().into_boxed_slice(), false)).collect();
+        let writes = rechunk(&bucket, &stored, &gone).expect("well-formed");
+        assert_eq!(writes.len(), stored.len());
+        assert!(writes.iter().all(|(_, value)| value.is_none()));
     }
 
     #[test]
@@ -219,7 +324,9 @@ mod tests {
         assert_eq!(timers, vec![(-5, 3, &b"k1"[..]), (-5, 3, &b"key2"[..])]);
         let single = super::super::layout::timer_index_key(7, 9, 2, b"k");
         assert_eq!(index_entry_timers(&single, &[]), Some(vec![(9, 2, &b"k"[..])]));
+        assert!(is_single(&single, &[]) && !is_single(&bucket, &[]));
         assert_eq!(index_entry_timers(&[0; 5], &[]), None);
+        assert_eq!(index_entry_timers(&bucket, &[1, 0, 0]), None, "a value cut short");
     }
 
     #[test]

@@ -39,14 +39,42 @@ fn by_key(store: &StateStore) -> Result<BTreeSet<(Vec<u8>, i64)>> {
         .collect())
 }
 
-/// 40 batches of random registrations and deletions, then a pass over the due timers
+/// The draws of a model run: how many keys, how many expiries a timer is registered
+/// at (and a handler registers at), how far apart, and how many changes a batch makes.
+struct Model {
+    keys: u64,
+    expiries: u64,
+    handler_expiries: u64,
+    step: i64,
+    changes: usize,
+    batches: u64,
+}
+
+/// Few keys at many expiries: buckets of one chunk.
+#[test]
+fn timers_in_the_index_only_register_delete_and_fire_like_timers_kept_by_key() -> Result<()> {
+    run_model(Model { keys: 12, expiries: 30, handler_expiries: 20, step: 1, changes: 30, batches: 40 }).map(drop)
+}
+
+/// Thousands of keys at a few expiries: buckets of many chunks, which changes split,
+/// merge and empty.
+#[test]
+fn timers_in_buckets_of_many_chunks_register_delete_and_fire_like_timers_kept_by_key() -> Result<()> {
+    let tail_chunks =
+        run_model(Model { keys: 3000, expiries: 4, handler_expiries: 2, step: 10, changes: 1500, batches: 12 })?;
+    assert!(tail_chunks > 20, "buckets of more than one chunk ({tail_chunks} chunks past buckets' first)");
+    Ok(())
+}
+
+/// Batches of random registrations and deletions, then a pass over the due timers
 /// whose handlers delete and register timers (also due ones of keys later in the
 /// pass), go to three stores: one keeps timers by key, one in the (packed) index only,
 /// and one in the index only writing its changes ahead of the commit at random points.
 /// Each batch, all fire the same timers, and every index holds what a plain set of
-/// live timers says (the by-key family too, for the first).
-#[test]
-fn timers_in_the_index_only_register_delete_and_fire_like_timers_kept_by_key() -> Result<()> {
+/// live timers says (the by-key family too, for the first). Returns how many chunks
+/// past their bucket's first the index-only store held, summed over the batches.
+fn run_model(model: Model) -> Result<usize> {
+    let mut tail_chunks = 0;
     let dirs = [tempfile::tempdir()?, tempfile::tempdir()?, tempfile::tempdir()?];
     let stores =
         [StateStore::open(dirs[0].path())?, StateStore::open(dirs[1].path())?, StateStore::open(dirs[2].path())?];
@@ -54,11 +82,12 @@ fn timers_in_the_index_only_register_delete_and_fire_like_timers_kept_by_key() -
     let mut live: BTreeSet<(u64, i64)> = BTreeSet::new();
     let mut draws = Draws(0x9e37_79b9_7f4a_7c15);
     let mut wrote_ahead = 0;
-    for batch in 0..40u64 {
+    for batch in 0..model.batches {
         let deadline = batch as i64 * 10;
         let mut txns = stores.each_ref().map(StateStore::begin);
-        for _ in 0..30 {
-            let (key, expiry) = (draws.below(12), deadline + draws.below(30) as i64 - 5);
+        for _ in 0..model.changes {
+            let (key, expiry) =
+                (draws.below(model.keys), deadline - 5 + draws.below(model.expiries) as i64 * model.step);
             let register = draws.below(3) > 0;
             for (txn, keep) in txns.iter_mut().zip(KEEP) {
                 if register {
@@ -91,7 +120,10 @@ fn timers_in_the_index_only_register_delete_and_fire_like_timers_kept_by_key() -
         // The handlers' draws, the same for every store.
         let handlers: Vec<(u64, u64, i64, bool)> = due
             .iter()
-            .map(|_| (draws.below(4), draws.below(12), deadline + draws.below(20) as i64 - 10, draws.below(8) == 0))
+            .map(|_| {
+                let at = deadline - 10 + draws.below(model.handler_expiries) as i64 * model.step;
+                (draws.below(4), draws.below(model.keys), at, draws.below(8) == 0)
+            })
             .collect();
         for (((txn, keep), fired), store) in txns.iter_mut().zip(KEEP).zip(&mut fired).zip(&stores) {
             for (&(key, expiry), &(action, other, at, spill)) in due.iter().zip(&handlers) {
@@ -139,6 +171,10 @@ fn timers_in_the_index_only_register_delete_and_fire_like_timers_kept_by_key() -
         }
         let want: BTreeSet<(Vec<u8>, i64)> =
             live.iter().map(|&(key, expiry)| (format!("key-{key}").into_bytes(), expiry)).collect();
+        let index = indexed(&stores[1])?;
+        assert_eq!(index.len(), want.len(), "batch {batch}: each timer once in the index");
+        let entries = stores[1].begin().scan_prefix(Cf::TimerIndex, &OPERATOR.to_be_bytes())?;
+        tail_chunks += entries.iter().filter(|(raw, _)| raw.len() > timer_buckets::BUCKET_KEY_LEN).count();
         for store in &stores {
             let found: BTreeSet<_> = indexed(store)?.into_iter().collect();
             assert_eq!(found, want, "batch {batch}: the timer index");
@@ -146,8 +182,8 @@ fn timers_in_the_index_only_register_delete_and_fire_like_timers_kept_by_key() -
         assert_eq!(by_key(&stores[0])?, want, "batch {batch}: the timers kept by key");
         assert!(by_key(&stores[1])?.is_empty(), "batch {batch}: none kept by key in the index-only store");
     }
-    assert!(wrote_ahead > 20, "changes were written ahead in most batches ({wrote_ahead})");
-    Ok(())
+    assert!(wrote_ahead as u64 > model.batches / 2, "changes were written ahead in most batches ({wrote_ahead})");
+    Ok(tail_chunks)
 }
 
 /// A store that kept timers by key drops them (the index stays); one that kept them in
@@ -212,8 +248,10 @@ fn a_store_packs_a_timer_index_of_one_entry_per_timer() -> Result<()> {
     };
     let all_due = due_keys(&store.begin(), 100)?;
     assert_eq!(all_due.iter().cloned().collect::<BTreeSet<_>>(), want, "one entry per timer reads as before");
-    let entries = |store: &StateStore| -> Result<Vec<usize>> {
-        Ok(store.begin().scan_prefix(Cf::TimerIndex, &OPERATOR.to_be_bytes())?.iter().map(|(k, _)| k.len()).collect())
+    // Whether each entry of the index is one timer of the earlier layout.
+    let entries = |store: &StateStore| -> Result<Vec<bool>> {
+        let index = store.begin().scan_prefix(Cf::TimerIndex, &OPERATOR.to_be_bytes())?;
+        Ok(index.iter().map(|(raw, value)| timer_buckets::is_single(raw, value)).collect())
     };
 
     // Key groups 0 and 1 (keys 0, 1, 4, 5, 8, 9) in one batch, which also registers a
@@ -227,12 +265,12 @@ fn a_store_packs_a_timer_index_of_one_entry_per_timer() -> Result<()> {
     want.insert((b"key-0".to_vec(), 50));
     want.remove(&(b"key-1".to_vec(), 7));
     assert_eq!(indexed(&store)?.into_iter().collect::<BTreeSet<_>>(), want);
-    let singles_left = entries(&store)?.iter().filter(|len| **len != timer_buckets::BUCKET_KEY_LEN).count();
+    let singles_left = entries(&store)?.iter().filter(|single| **single).count();
     assert_eq!(singles_left, 8, "the timers of keys 2, 3, 6 and 7 stay one entry each");
     let mut txn = store.begin();
     Timers::pack_index(&mut txn, OPERATOR, 2..KEY_GROUPS)?;
     store.commit(txn, 2)?;
-    assert!(entries(&store)?.iter().all(|len| *len == timer_buckets::BUCKET_KEY_LEN), "all packed");
+    assert!(entries(&store)?.iter().all(|single| !single), "all packed");
     assert_eq!(indexed(&store)?.into_iter().collect::<BTreeSet<_>>(), want);
     let due: BTreeSet<_> = due_keys(&store.begin(), 100)?.into_iter().collect();
     assert_eq!(due, want);

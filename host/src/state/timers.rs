@@ -8,8 +8,7 @@ use anyhow::{Context, Result, bail};
 use super::layout;
 use super::store::{Cf, StateTxn};
 use super::timer_buckets::{
-    BUCKET_KEY_LEN, BucketChanges, BucketKey, bucket_key, bucket_keys, index_entry_timers, merged_keys,
-    split_bucket_key,
+    BucketChanges, BucketKey, bucket_key, entry_bucket, index_entry_timers, is_single, merged_keys, split_bucket_key,
 };
 use super::variables::corrupt;
 
@@ -131,8 +130,8 @@ impl Timers {
         let op = operator.to_be_bytes();
         let end = layout::prefix_end(&op).context("operator id out of range")?;
         let mut singles = Vec::new();
-        txn.visit_range(Cf::TimerIndex, &op, Some(&end), |raw, _| {
-            if raw.len() != BUCKET_KEY_LEN {
+        txn.visit_range(Cf::TimerIndex, &op, Some(&end), |raw, value| {
+            if is_single(raw, value) {
                 let (expiry, key_group, key) =
                     layout::split_timer_index_key(raw).ok_or_else(|| corrupt("timer index"))?;
                 if key_groups.contains(&key_group) {
@@ -164,44 +163,54 @@ impl Timers {
     pub fn due(txn: &StateTxn, operator: u16, deadline: i64, owns: impl Fn(u16) -> bool) -> Result<DueTimers> {
         let (start, end) = Self::due_range(operator, deadline)?;
         let mut out = DueTimers::default();
-        // The transaction's changed buckets, each merged in at its place.
-        let mut changed =
-            txn.timer_changes_below(Some(&end)).into_iter().filter(|(bucket, _)| bucket.starts_with(&start)).peekable();
-        let add = |out: &mut DueTimers, bucket: &BucketKey, committed: &[&[u8]], changes: Option<&BucketChanges>| {
-            let (expiry, key_group) = split_bucket_key(bucket);
-            if !owns(key_group) {
-                return;
-            }
-            match changes {
-                Some(changes) => {
-                    merged_keys(committed, changes).into_iter().for_each(|key| out.push(expiry, key_group, key))
-                }
-                None => committed.iter().for_each(|key| out.push(expiry, key_group, key)),
-            }
-        };
-        txn.visit_range(Cf::TimerIndex, &start, Some(&end), |raw, value| {
-            while let Some((bucket, changes)) = changed.next_if(|(bucket, _)| &bucket[..] < raw) {
-                add(&mut out, bucket, &[], Some(changes));
-            }
-            if let Ok(bucket) = <&BucketKey>::try_from(raw) {
-                let changes = changed.next_if(|(changed, _)| changed == &bucket).map(|(_, changes)| changes);
-                let committed = bucket_keys(value).ok_or_else(|| corrupt("timer bucket"))?;
-                add(&mut out, bucket, &committed, changes);
-            } else {
-                // One timer of the earlier layout (a store packs them as it opens).
-                let (expiry, key_group, key) =
-                    layout::split_timer_index_key(raw).ok_or_else(|| corrupt("timer index"))?;
-                if expiry > deadline {
-                    bail!("timer index out of order in the state store");
-                }
+        // The transaction's changed buckets, each merged with its committed keys.
+        let changed = txn.timer_changes_below(Some(&end));
+        let mut changed = changed.into_iter().filter(|(bucket, _)| bucket.starts_with(&start)).peekable();
+        // The bucket being visited, when it has changes: its committed keys so far.
+        let mut visiting: Option<(&BucketKey, &BucketChanges)> = None;
+        let mut committed: Vec<Vec<u8>> = Vec::new();
+        let finish =
+            |out: &mut DueTimers, bucket: &BucketKey, committed: &mut Vec<Vec<u8>>, changes: &BucketChanges| {
+                let (expiry, key_group) = split_bucket_key(bucket);
                 if owns(key_group) {
-                    out.push(expiry, key_group, key);
+                    let keys: Vec<&[u8]> = committed.iter().map(Vec::as_slice).collect();
+                    merged_keys(&keys, changes).into_iter().for_each(|key| out.push(expiry, key_group, key));
+                }
+                committed.clear();
+            };
+        txn.visit_range(Cf::TimerIndex, &start, Some(&end), |raw, value| {
+            let bucket = entry_bucket(raw).ok_or_else(|| corrupt("timer index"))?;
+            if visiting.is_some_and(|(at, _)| at != bucket) {
+                let (at, changes) = visiting.take().ok_or_else(|| corrupt("timer index"))?;
+                finish(&mut out, at, &mut committed, changes);
+            }
+            while let Some((before, changes)) = changed.next_if(|(changed, _)| *changed < bucket) {
+                finish(&mut out, before, &mut committed, changes);
+            }
+            if let Some(this) = changed.next_if(|(changed, _)| *changed == bucket) {
+                visiting = Some(this);
+            }
+            let (expiry, key_group) = split_bucket_key(bucket);
+            if expiry > deadline {
+                bail!("timer index out of order in the state store");
+            }
+            if !owns(key_group) {
+                return Ok(true);
+            }
+            let timers = index_entry_timers(raw, value).ok_or_else(|| corrupt("timer index"))?;
+            for (_, _, key) in timers {
+                match visiting {
+                    Some(_) => committed.push(key.to_vec()),
+                    None => out.push(expiry, key_group, key),
                 }
             }
             Ok(true)
         })?;
+        if let Some((at, changes)) = visiting {
+            finish(&mut out, at, &mut committed, changes);
+        }
         for (bucket, changes) in changed {
-            add(&mut out, bucket, &[], Some(changes));
+            finish(&mut out, bucket, &mut committed, changes);
         }
         Ok(out)
     }

@@ -406,11 +406,12 @@ impl StateTxn {
         self.timers.below(end)
     }
 
-    /// Makes the changed timer buckets `Cf::TimerIndex` entries: each bucket's committed
-    /// keys with this transaction's changes. `ahead`: for a write ahead of the commit,
-    /// which leaves the buckets under a range the commit drops as they are; else, for
-    /// the commit, which writes those over the dropped range with this transaction's
-    /// registrations only (every committed timer in it fired).
+    /// Makes the changed timer buckets `Cf::TimerIndex` entries: rewrites the chunks of
+    /// each bucket that its committed keys and this transaction's changes make differ
+    /// (see [`timer_buckets`]). `ahead`: for a write ahead of the commit, which leaves
+    /// the buckets under a range the commit drops as they are; else, for the commit,
+    /// which writes those over the dropped range with this transaction's registrations
+    /// only (every committed timer in it fired).
     pub(super) fn pack_timers(&mut self, ahead: bool) -> Result<()> {
         let ranges = &self.dropped_ranges;
         let dropped = |bucket: &BucketKey| {
@@ -418,33 +419,20 @@ impl StateTxn {
                 *cf == Cf::TimerIndex && start.as_slice() <= &bucket[..] && &bucket[..] < end.as_slice()
             })
         };
-        let taken = self.timers.take(|bucket| !(ahead && dropped(bucket)));
-        if taken.is_empty() {
-            return Ok(());
+        let mut taken = self.timers.take(|bucket| !(ahead && dropped(bucket)));
+        taken.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut writes = Vec::new();
+        for (bucket, changes) in &taken {
+            let committed = if dropped(bucket) {
+                Vec::new()
+            } else {
+                self.scan_range(Cf::TimerIndex, bucket, layout::prefix_end(bucket).as_deref())?
+            };
+            let bucket_writes = timer_buckets::rechunk(bucket, &committed, changes)
+                .context("corrupt timer index entry in the state store (the bytes do not follow eddy's layout)")?;
+            writes.extend(bucket_writes);
         }
-        let in_dropped: Vec<bool> = taken.iter().map(|(bucket, _)| dropped(bucket)).collect();
-        // The committed values, in one batched lookup (told its keys are sorted).
-        let mut wanted: Vec<&[u8]> = taken
-            .iter()
-            .zip(&in_dropped)
-            .filter(|(_, dropped)| !**dropped)
-            .map(|((bucket, _), _)| &bucket[..])
-            .collect();
-        wanted.sort_unstable();
-        let handle = self.db.cf_handle(Cf::TimerIndex.name()).context("state column family missing")?;
-        let values = self.db.batched_multi_get_cf(handle, &wanted, true);
-        let mut committed: HashMap<&[u8], Option<Vec<u8>>> = HashMap::with_capacity(wanted.len());
-        for (key, value) in wanted.into_iter().zip(values) {
-            committed.insert(key, value.context("cannot read the timer index")?.map(|slice| slice.to_vec()));
-        }
-        let mut entries = Vec::with_capacity(taken.len());
-        for ((bucket, changes), dropped) in taken.iter().zip(in_dropped) {
-            let before = if dropped { None } else { committed.get(&bucket[..]).and_then(Option::as_deref) };
-            let value = timer_buckets::merge(before, changes)
-                .context("corrupt timer bucket in the state store (the bytes do not follow eddy's layout)")?;
-            entries.push((bucket.to_vec(), value));
-        }
-        for (key, value) in entries {
+        for (key, value) in writes {
             self.buffer(Cf::TimerIndex, key, value);
         }
         Ok(())

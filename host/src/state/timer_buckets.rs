@@ -94,6 +94,12 @@ fn key_order(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     (a.len(), a).cmp(&(b.len(), b))
 }
 
+/// An entry of the timer index: its key and value.
+pub type Entry = (Vec<u8>, Vec<u8>);
+
+/// A write of a timer-index entry (`None`: a deletion).
+pub type EntryWrite = (Vec<u8>, Option<Vec<u8>>);
+
 /// A transaction's changes of one bucket: each key it registered (true) or deleted.
 pub type BucketChanges = HashMap<Box<[u8]>, bool, Xxh3DefaultBuilder>;
 
@@ -192,11 +198,12 @@ pub fn merged_keys<'a>(committed: &[&'a [u8]], changes: &'a BucketChanges) -> Ve
 }
 
 /// A bucket's entries for `keys` (in order): each chunk's key and value.
-pub fn chunks(bucket: &BucketKey, keys: &[&[u8]]) -> Vec<(Vec<u8>, Vec<u8>)> {
+pub fn chunks(bucket: &BucketKey, keys: &[&[u8]]) -> Vec<Entry> {
     let mut out = Vec::new();
     let mut start = 0;
     for (at, key) in keys.iter().enumerate() {
-        let ends = xxh3_64(key) % CHUNK_KEYS as u64 == 0 || at + 1 - start == MAX_CHUNK_KEYS || at + 1 == keys.len();
+        let ends =
+            xxh3_64(key).is_multiple_of(CHUNK_KEYS as u64) || at + 1 - start == MAX_CHUNK_KEYS || at + 1 == keys.len();
         if !ends {
             continue;
         }
@@ -220,11 +227,7 @@ pub fn chunks(bucket: &BucketKey, keys: &[&[u8]]) -> Vec<(Vec<u8>, Vec<u8>)> {
 /// The writes that make a bucket whose entries are `committed` (key and value, in key
 /// order) hold its keys after `changes`: a put of each chunk that differs, a deletion
 /// of each entry that is no chunk any more. `None` when an entry is corrupt.
-pub fn rechunk(
-    bucket: &BucketKey,
-    committed: &[(Vec<u8>, Vec<u8>)],
-    changes: &BucketChanges,
-) -> Option<Vec<(Vec<u8>, Option<Vec<u8>>)>> {
+pub fn rechunk(bucket: &BucketKey, committed: &[Entry], changes: &BucketChanges) -> Option<Vec<EntryWrite>> {
     let mut keys = Vec::new();
     for (raw, value) in committed {
         keys.extend(index_entry_timers(raw, value)?.into_iter().map(|(_, _, key)| key));

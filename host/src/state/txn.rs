@@ -420,7 +420,7 @@ impl StateTxn {
             })
         };
         let mut taken = self.timers.take(|bucket| !(ahead && dropped(bucket)));
-        taken.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        taken.sort_unstable_by_key(|(bucket, _)| *bucket);
         let mut writes = Vec::new();
         for (bucket, changes) in &taken {
             let committed = if dropped(bucket) {

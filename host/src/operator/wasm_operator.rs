@@ -3,14 +3,12 @@
 //! call), and collects the rows it returns (held to the output limits per key or timer
 //! and per batch of `operator.max-output-*`).
 
-use std::collections::HashMap;
 use std::ops::Range;
 use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use xxhash_rust::xxh3::Xxh3DefaultBuilder;
 
 use super::grouping::{KeyRows, group_by_key};
 use super::processor_spec::{contract_fields, validate_spec};
@@ -490,21 +488,17 @@ impl WasmOperator {
     ) -> Result<(usize, usize)> {
         let mut keys: Vec<CallKey> = Vec::new();
         let mut wire_keys: Vec<Vec<Scalar>> = Vec::new();
-        let mut key_index: HashMap<(u16, &[u8]), usize, Xxh3DefaultBuilder> =
-            HashMap::with_capacity_and_hasher(due.len(), Xxh3DefaultBuilder);
         let mut timers = Vec::with_capacity(due.len());
+        // The timers come key after key (see `fire_timers`): a key's are next to each other.
+        let mut last: Option<(u16, &[u8])> = None;
         for timer in due {
-            let index = match key_index.get(&(timer.key_group, timer.key)) {
-                Some(&index) => index,
-                None => {
-                    let (call_key, values) = self.call_key(timer.key_group, &timer.key, time)?;
-                    keys.push(call_key);
-                    wire_keys.push(values);
-                    key_index.insert((timer.key_group, timer.key), keys.len() - 1);
-                    keys.len() - 1
-                }
-            };
-            timers.push(CallTimer { key_index: index, expiry: timer.expiry, fired: false, taken: false });
+            if last != Some((timer.key_group, timer.key)) {
+                let (call_key, values) = self.call_key(timer.key_group, timer.key, time)?;
+                keys.push(call_key);
+                wire_keys.push(values);
+                last = Some((timer.key_group, timer.key));
+            }
+            timers.push(CallTimer { key_index: keys.len() - 1, expiry: timer.expiry, fired: false, taken: false });
         }
         let started = Instant::now();
         let (output, timers) =

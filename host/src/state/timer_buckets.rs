@@ -8,7 +8,7 @@
 //! key group, and its keys lists read in one piece.
 //!
 //! A bucket's keys, ascending by (length, bytes), are cut into chunks where a key's
-//! hash says so (about [`CHUNK_KEYS`] keys each, at most four times that): a key added
+//! seeded hash says so (about [`CHUNK_KEYS`] keys each, at most four times that): a key added
 //! or removed then changes the one chunk it falls in, however many keys the bucket
 //! holds (a timer at midnight for each of millions of keys is many chunks).
 //!
@@ -25,8 +25,10 @@
 //! chunks once, at its commit or when it writes ahead ([`rechunk`]).
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::OnceLock;
 
-use xxhash_rust::xxh3::{Xxh3DefaultBuilder, xxh3_64};
+use xxhash_rust::xxh3::{Xxh3DefaultBuilder, xxh3_64_with_seed};
 
 use super::layout::{from_sortable_i64, sortable_i64, split_timer_index_key};
 
@@ -38,6 +40,17 @@ pub const CHUNK_KEYS: usize = 128;
 
 /// How many keys a chunk holds at most.
 const MAX_CHUNK_KEYS: usize = 4 * CHUNK_KEYS;
+
+/// Whether a bucket's chunk ends after `key`: where the key's hash, seeded anew by each
+/// process, says so. Keys picked so that none ends a chunk (filling chunks to the cap,
+/// whose cuts move when a key is added before them) cannot be picked without the seed;
+/// the cuts differ between processes, which costs a restarted query one rewrite of each
+/// bucket it changes, and nothing in what is read.
+fn ends_chunk(key: &[u8]) -> bool {
+    static SEED: OnceLock<u64> = OnceLock::new();
+    let seed = *SEED.get_or_init(|| std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64));
+    xxh3_64_with_seed(key, seed).is_multiple_of(CHUNK_KEYS as u64)
+}
 
 /// A bucket's key: operator, expiry, key group.
 pub type BucketKey = [u8; BUCKET_KEY_LEN];
@@ -202,8 +215,7 @@ pub fn chunks(bucket: &BucketKey, keys: &[&[u8]]) -> Vec<Entry> {
     let mut out = Vec::new();
     let mut start = 0;
     for (at, key) in keys.iter().enumerate() {
-        let ends =
-            xxh3_64(key).is_multiple_of(CHUNK_KEYS as u64) || at + 1 - start == MAX_CHUNK_KEYS || at + 1 == keys.len();
+        let ends = ends_chunk(key) || at + 1 - start == MAX_CHUNK_KEYS || at + 1 == keys.len();
         if !ends {
             continue;
         }
@@ -316,6 +328,36 @@ mod tests {
         let writes = rechunk(&bucket, &stored, &gone).expect("well-formed");
         assert_eq!(writes.len(), stored.len());
         assert!(writes.iter().all(|(_, value)| value.is_none()));
+    }
+
+    /// What another process cut (its seed differs: here, a cut every 100 keys) is read
+    /// whole and cut again: the keys stay, and each entry is rewritten or deleted.
+    #[test]
+    fn chunks_cut_by_another_process_are_read_and_cut_again() {
+        let bucket = bucket_key(1, 60, 2);
+        let all = keys(1000);
+        let refs: Vec<&[u8]> = all.iter().map(Vec::as_slice).collect();
+        let other: Vec<Entry> = refs
+            .chunks(100)
+            .enumerate()
+            .map(|(n, part)| {
+                let mut entry = bucket.to_vec();
+                if n > 0 {
+                    entry.extend_from_slice(&(part[0].len() as u32).to_be_bytes());
+                    entry.extend_from_slice(part[0]);
+                }
+                (entry, part.iter().flat_map(|key| [&(key.len() as u32).to_le_bytes()[..], key].concat()).collect())
+            })
+            .collect();
+        let writes = rechunk(&bucket, &other, &changes(&[])).expect("well-formed");
+        let mut stored: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = other.into_iter().collect();
+        for (key, value) in writes {
+            match value {
+                Some(value) => stored.insert(key, value),
+                None => stored.remove(&key),
+            };
+        }
+        assert_eq!(stored.into_iter().collect::<Vec<_>>(), chunks(&bucket, &refs));
     }
 
     #[test]

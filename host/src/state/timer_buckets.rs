@@ -4,13 +4,13 @@
 //! A windowed processor registers a timer per window and fires it a batch or two later:
 //! hundreds of thousands per batch, but at a few dozen expiries. One entry per timer
 //! made each of them a write-buffer insert, a RocksDB write, a flush and a range drop,
-//! and the scan for due timers walk every one; a bucket makes that work per expiry and
-//! key group, and its keys lists read in one piece.
+//! and made the scan for due timers walk every one; a bucket makes that work per expiry
+//! and key group, and its keys a few lists read in one piece each.
 //!
 //! A bucket's keys, ascending by (length, bytes), are cut into chunks where a key's
-//! seeded hash says so (about [`CHUNK_KEYS`] keys each, at most four times that): a key added
-//! or removed then changes the one chunk it falls in, however many keys the bucket
-//! holds (a timer at midnight for each of millions of keys is many chunks).
+//! seeded hash says so (about [`CHUNK_KEYS`] keys each, at most four times that): a key
+//! added or removed then changes the one chunk it falls in, however many keys the
+//! bucket holds (a timer at midnight for each of millions of keys is many chunks).
 //!
 //! ```text
 //! first chunk:  op u16 | expiry (sortable i64) | key group u16                   → keys
@@ -36,7 +36,7 @@ use super::layout::{from_sortable_i64, sortable_i64, split_timer_index_key};
 pub const BUCKET_KEY_LEN: usize = 12;
 
 /// How many keys a chunk holds on average.
-pub const CHUNK_KEYS: usize = 128;
+const CHUNK_KEYS: usize = 128;
 
 /// How many keys a chunk holds at most.
 const MAX_CHUNK_KEYS: usize = 4 * CHUNK_KEYS;

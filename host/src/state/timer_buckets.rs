@@ -210,6 +210,22 @@ pub fn merged_keys<'a>(committed: &[&'a [u8]], changes: &'a BucketChanges) -> Ve
     out
 }
 
+/// The entry of a chunk of `bucket` holding `keys` (in order), keyed by the bucket
+/// alone when it is the bucket's first.
+fn chunk(bucket: &BucketKey, past_first: bool, keys: &[&[u8]]) -> Entry {
+    let mut entry = bucket.to_vec();
+    if let (true, Some(first)) = (past_first, keys.first()) {
+        entry.extend_from_slice(&(first.len() as u32).to_be_bytes());
+        entry.extend_from_slice(first);
+    }
+    let mut value = Vec::with_capacity(keys.iter().map(|key| 4 + key.len()).sum());
+    for key in keys {
+        value.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        value.extend_from_slice(key);
+    }
+    (entry, value)
+}
+
 /// A bucket's entries for `keys` (in order): each chunk's key and value.
 pub fn chunks(bucket: &BucketKey, keys: &[&[u8]]) -> Vec<Entry> {
     let mut out = Vec::new();
@@ -220,16 +236,7 @@ pub fn chunks(bucket: &BucketKey, keys: &[&[u8]]) -> Vec<Entry> {
             continue;
         }
         let part = &keys[start..=at];
-        let mut entry = bucket.to_vec();
-        if start > 0 {
-            entry.extend_from_slice(&(part[0].len() as u32).to_be_bytes());
-            entry.extend_from_slice(part[0]);
-        }
-        let mut value = Vec::with_capacity(part.iter().map(|key| 4 + key.len()).sum());
-        for key in part {
-            value.extend_from_slice(&(key.len() as u32).to_le_bytes());
-            value.extend_from_slice(key);
-        }
+        let (entry, value) = chunk(bucket, start > 0, part);
         out.push((entry, value));
         start = at + 1;
     }
@@ -337,18 +344,7 @@ mod tests {
         let bucket = bucket_key(1, 60, 2);
         let all = keys(1000);
         let refs: Vec<&[u8]> = all.iter().map(Vec::as_slice).collect();
-        let other: Vec<Entry> = refs
-            .chunks(100)
-            .enumerate()
-            .map(|(n, part)| {
-                let mut entry = bucket.to_vec();
-                if n > 0 {
-                    entry.extend_from_slice(&(part[0].len() as u32).to_be_bytes());
-                    entry.extend_from_slice(part[0]);
-                }
-                (entry, part.iter().flat_map(|key| [&(key.len() as u32).to_le_bytes()[..], key].concat()).collect())
-            })
-            .collect();
+        let other: Vec<Entry> = refs.chunks(100).enumerate().map(|(n, part)| chunk(&bucket, n > 0, part)).collect();
         let writes = rechunk(&bucket, &other, &changes(&[])).expect("well-formed");
         let mut stored: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = other.into_iter().collect();
         for (key, value) in writes {

@@ -119,14 +119,20 @@ enum Place {
 /// that order (grouped by key group, then key), so a read searches from where the
 /// reader's last one ended ([`get_near`](Self::get_near)) and walks memory forwards
 /// (a hash table's reads each missed the cache two or three times: 9 % of the
-/// WebAssembly running count's CPU). A commit's changes come in key order too: it
-/// changes the entries it finds in place and gathers the keys it adds aside, merged
-/// in when it ends ([`settle`](Self::settle)).
+/// WebAssembly running count's CPU). A commit's changes come in key order too: they
+/// are merged with the entries in one pass, which moves each entry into a new list
+/// (a change of a key before the last one merged, rare, changes the entry it finds
+/// in place or gathers its key aside); what the pass did not reach, and the keys
+/// gathered aside, are merged in when the commit ends ([`settle`](Self::settle)).
 #[derive(Default)]
 pub struct ResidentState {
     /// The entries in key order; a commit's deleted ones stay dead (see
-    /// [`Held::is_dead`]) until it settles.
+    /// [`Held::is_dead`]) until it settles. While a commit's changes are merged, the
+    /// entries before the last key merged (the rest are in `unmerged`).
     entries: Vec<Held>,
+    /// While a commit's changes are merged: the entries after the last key merged, in
+    /// key order, not yet moved into `entries`.
+    unmerged: Option<std::vec::IntoIter<Held>>,
     /// Where the last change was found in `entries` (the next is usually just after).
     cursor: usize,
     /// The keys a commit adds that sort before the last of `entries`, until it settles.
@@ -226,7 +232,10 @@ impl ResidentState {
     /// Records that the family now has every entry (after [`write_unwritten`](Self::write_unwritten)'s
     /// batch was written) and that, from `batch` on (if given), it lacks the changes again.
     pub fn mark_written(&mut self, unwritten_from: Option<u64>) {
-        debug_assert!(self.fresh.is_empty(), "a copy is written while a commit applies to it");
+        debug_assert!(
+            self.fresh.is_empty() && self.unmerged.is_none(),
+            "a copy is written while a commit applies to it"
+        );
         if self.unwritten.keys > 0 {
             self.entries.retain_mut(|held| {
                 held.unwritten = None;
@@ -281,8 +290,17 @@ impl ResidentState {
         }
     }
 
+    /// Ends the merge of a commit's changes: the entries it did not reach go after
+    /// the ones it did.
+    fn end_merge(&mut self) {
+        if let Some(unmerged) = self.unmerged.take() {
+            self.entries.extend(unmerged);
+        }
+    }
+
     /// Merges the keys the commit added into `entries` and drops its dead entries.
     pub(super) fn settle(&mut self) {
+        self.end_merge();
         if self.fresh.is_empty() && self.dead == 0 {
             return;
         }
@@ -308,8 +326,28 @@ impl ResidentState {
         self.cursor = 0;
     }
 
-    /// Where `key` is held, if it is.
+    /// Where `key` is held, if it is. The first key a commit adds before the last entry
+    /// starts the merge: the entries after it move to `unmerged`. From then on, a key
+    /// at or after the last of `entries` moves the unmerged ones up to it (and its own)
+    /// into `entries`.
     fn place(&mut self, key: &[u8]) -> Place {
+        if let Some(unmerged) = &mut self.unmerged
+            && self.entries.last().is_none_or(|last| last.key() <= key)
+        {
+            while let Some(next) = unmerged.as_slice().first()
+                && next.key() <= key
+            {
+                self.entries.extend(unmerged.next());
+            }
+            self.cursor = self.entries.len();
+            return match self.entries.last() {
+                Some(last) if last.key() == key => {
+                    self.cursor -= 1;
+                    Place::Entries(self.cursor)
+                }
+                _ => self.fresh_place(key),
+            };
+        }
         match search(&self.entries, key, self.cursor) {
             Ok(at) => {
                 self.cursor = at;
@@ -317,12 +355,25 @@ impl ResidentState {
             }
             Err(at) => {
                 self.cursor = at;
-                let fresh = &self.fresh;
-                match self.fresh_index.find(hash(key), |at| fresh[*at].key() == key) {
-                    Some(at) => Place::Fresh(*at),
-                    None => Place::Absent,
+                let place = self.fresh_place(key);
+                if matches!(place, Place::Absent) && self.unmerged.is_none() && at < self.entries.len() {
+                    let after = self.entries.split_off(at);
+                    self.unmerged = Some(after.into_iter());
                 }
+                place
             }
+        }
+    }
+
+    /// Where `key` is among the keys gathered aside, if it is.
+    fn fresh_place(&self, key: &[u8]) -> Place {
+        if self.fresh.is_empty() {
+            return Place::Absent;
+        }
+        let fresh = &self.fresh;
+        match self.fresh_index.find(hash(key), |at| fresh[*at].key() == key) {
+            Some(at) => Place::Fresh(*at),
+            None => Place::Absent,
         }
     }
 
@@ -402,6 +453,7 @@ impl ResidentState {
 
     /// Removes every key with `start <= key < end`.
     fn delete_range(&mut self, start: &[u8], end: &[u8]) {
+        self.end_merge();
         let from = self.entries.partition_point(|held| held.key() < start);
         let to = self.entries.partition_point(|held| held.key() < end);
         for held in self.entries[from..to.max(from)].iter_mut().chain(&mut self.fresh) {

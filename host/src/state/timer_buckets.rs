@@ -133,7 +133,14 @@ impl TimerBuckets {
     /// Records that `key`'s timer in `bucket` is registered (`true`) or deleted;
     /// returns whether the key had no change in the bucket before.
     pub fn set(&mut self, bucket: BucketKey, key: &[u8], registered: bool) -> bool {
-        let changes = self.buckets.entry(bucket).or_default();
+        // A new bucket's table starts with room for as many keys as the others hold on
+        // average (a window's timers fill buckets of dozens of keys each: a table grown
+        // from empty rehashes five or six times).
+        let average = self.changes as usize / self.buckets.len().max(1);
+        let changes = self
+            .buckets
+            .entry(bucket)
+            .or_insert_with(|| HashMap::with_capacity_and_hasher(average.clamp(1, 1024), Xxh3DefaultBuilder::new()));
         if let Some(change) = changes.get_mut(key) {
             *change = registered;
             return false;

@@ -132,6 +132,25 @@ fn a_failure_in_a_call_over_several_keys_names_the_key_that_failed() {
     );
 }
 
+/// A timer handler that fails, or panics, has its own key named (taking a timer
+/// selects its key), not that of a timer before it.
+#[test]
+fn a_failing_timer_handler_names_its_key() {
+    let config = json!({"time_mode": "processing-time", "state": []});
+    // The scripted handler of a timer ending in 7 fails, of one ending in 8 panics.
+    for (expiry, problem) in [
+        ("1007", "failed in handle-expired-timers for key [\"b\"]: timer 1007 failed"),
+        ("1008", "trapped in handle-expired-timers for key [\"b\"]: wasm trap"),
+    ] {
+        let mut p = Scripted::new(config.clone(), InstanceLimits::default());
+        let register = |key, at| cmd(key, "timer.register", "").v(at);
+        p.run(0, &[register("a", "1000"), register("a", "1001"), register("b", expiry), register("c", "1010")])
+            .expect("timers registered");
+        let error = p.run(2, &[]).expect_err("a timer handler fails").to_string();
+        assert!(error.starts_with(&format!("module 'scripted.wasm' {problem}")), "{error}");
+    }
+}
+
 /// The `scope` imports refuse indexes that are not the call's, naming the module,
 /// the handler and the key that was current.
 #[test]

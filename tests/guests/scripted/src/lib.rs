@@ -61,7 +61,9 @@
 //!
 //! A timer that fires outputs `op = "timer.fired"`, `result` = its expiry (a JSON
 //! number). A timer whose expiry ends in 1 (`expiry % 10 == 1`) also deletes the key's
-//! timer at `expiry + 1` and registers one at `expiry + 2` when it fires. Initial-state rows are commands in the same schema; their output is
+//! timer at `expiry + 1` and registers one at `expiry + 2` when it fires; one ending in
+//! 7 fails the call (`Err("timer EXPIRY failed")`), one ending in 8 panics (the
+//! instance traps). Initial-state rows are commands in the same schema; their output is
 //! dropped. Bad commands (unknown op, missing field, undeclared name) fail the call.
 
 use std::collections::HashMap;
@@ -439,9 +441,14 @@ impl StatefulProcessor for Scripted {
         timer: &ExpiredTimer,
         output: &mut Output,
     ) -> Result<()> {
-        if timer.expiry_time % 10 == 1 {
-            self.timers.delete(timer.expiry_time + 1)?;
-            self.timers.register(timer.expiry_time + 2)?;
+        match timer.expiry_time % 10 {
+            1 => {
+                self.timers.delete(timer.expiry_time + 1)?;
+                self.timers.register(timer.expiry_time + 2)?;
+            }
+            7 => bail!("timer {} failed", timer.expiry_time),
+            8 => panic!("timer {} panicked", timer.expiry_time),
+            _ => {}
         }
         output.append_row(&row!["timer.fired", timer.expiry_time.to_string().as_str()])
     }

@@ -11,6 +11,7 @@ mod overlay;
 pub mod packed;
 mod resident;
 mod resident_feed;
+mod resident_held;
 mod store;
 pub mod timer_buckets;
 mod timers;

@@ -27,6 +27,7 @@ use rocksdb::{ColumnFamily, DB, IteratorMode, WriteBatch};
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::gallop;
+use super::resident_held::Held;
 use super::unwritten::WRITE_EVERY_BATCHES;
 
 /// What one entry is counted as beyond its key and value: its place in the list (with
@@ -35,63 +36,6 @@ const ENTRY_OVERHEAD_BYTES: usize = 64;
 
 /// What one unwritten key is counted as beyond its bytes.
 const UNWRITTEN_OVERHEAD_BYTES: usize = 48;
-
-/// One key of the copy: its key and committed value in one allocation (a read that
-/// finds the key has its value in the same few cache lines), and whether the `state`
-/// family differs.
-struct Held {
-    /// `key len u32 | key | value`.
-    bytes: Box<[u8]>,
-    /// Whether `bytes` holds a value; not (a deletion the family has not had yet) only
-    /// while `unwritten` is `Some(true)`.
-    has_value: bool,
-    /// `Some` when the family's entry of the key differs from this one, telling whether
-    /// the family holds the key (a key put and then deleted since it was last written
-    /// needs nothing written, and is forgotten).
-    unwritten: Option<bool>,
-}
-
-impl Held {
-    /// `key` held with `value` (`None`: none).
-    fn new(key: &[u8], value: Option<&[u8]>) -> Self {
-        let mut bytes = Vec::with_capacity(4 + key.len() + value.map_or(0, <[u8]>::len));
-        bytes.extend_from_slice(&(key.len() as u32).to_le_bytes());
-        bytes.extend_from_slice(key);
-        bytes.extend_from_slice(value.unwrap_or_default());
-        Held { bytes: bytes.into_boxed_slice(), has_value: value.is_some(), unwritten: None }
-    }
-
-    fn key_len(&self) -> usize {
-        let mut len = [0; 4];
-        len.copy_from_slice(&self.bytes[..4]);
-        u32::from_le_bytes(len) as usize
-    }
-
-    fn key(&self) -> &[u8] {
-        &self.bytes[4..4 + self.key_len()]
-    }
-
-    fn value(&self) -> Option<&[u8]> {
-        self.has_value.then(|| &self.bytes[4 + self.key_len()..])
-    }
-
-    /// Whether the key is gone (deleted, and the family lacks it or has the deletion):
-    /// kept only until the commit that deleted it settles.
-    fn is_dead(&self) -> bool {
-        !self.has_value && self.unwritten.is_none()
-    }
-
-    /// Holds `value` (`None`: none) for the same key: in place when it is as long as the
-    /// value held.
-    fn set_value(&mut self, value: Option<&[u8]>) {
-        let start = 4 + self.key_len();
-        match value {
-            Some(value) if self.bytes.len() - start == value.len() => self.bytes[start..].copy_from_slice(value),
-            _ => self.bytes = Held::new(self.key(), value).bytes,
-        }
-        self.has_value = value.is_some();
-    }
-}
 
 /// The table's hash of a key (of the keys a commit adds, until they are merged in).
 fn hash(key: &[u8]) -> u64 {

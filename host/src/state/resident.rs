@@ -63,11 +63,12 @@ enum Place {
 /// that order (grouped by key group, then key), so a read searches from where the
 /// reader's last one ended ([`get_near`](Self::get_near)) and walks memory forwards
 /// (a hash table's reads each missed the cache two or three times: 9 % of the
-/// WebAssembly running count's CPU). A commit's changes come in key order too: they
-/// are merged with the entries in one pass, which moves each entry into a new list
-/// (a change of a key before the last one merged, rare, changes the entry it finds
-/// in place or gathers its key aside); what the pass did not reach, and the keys
-/// gathered aside, are merged in when the commit ends ([`settle`](Self::settle)).
+/// WebAssembly running count's CPU). A commit's changes come in key order too: it
+/// changes the entries it finds in place, and the first key it adds before the last
+/// entry starts a merge, which from there moves each entry up to the next changed key
+/// into place (a change of a key before the last one merged, rare, changes the entry
+/// it finds or gathers its key aside); what the merge did not reach, and the keys
+/// gathered aside, are placed when the commit ends ([`settle`](Self::settle)).
 #[derive(Default)]
 pub struct ResidentState {
     /// The entries in key order; a commit's deleted ones stay dead (see
@@ -270,10 +271,9 @@ impl ResidentState {
         self.cursor = 0;
     }
 
-    /// Where `key` is held, if it is. The first key a commit adds before the last entry
-    /// starts the merge: the entries after it move to `unmerged`. From then on, a key
-    /// at or after the last of `entries` moves the unmerged ones up to it (and its own)
-    /// into `entries`.
+    /// Where `key` is held, if it is. While a commit's changes are merged (see
+    /// [`put`](Self::put)), a key at or after the last of `entries` moves the unmerged
+    /// entries up to it (and its own) into `entries`.
     fn place(&mut self, key: &[u8]) -> Place {
         if let Some(unmerged) = &mut self.unmerged
             && self.entries.last().is_none_or(|last| last.key() <= key)
@@ -299,12 +299,7 @@ impl ResidentState {
             }
             Err(at) => {
                 self.cursor = at;
-                let place = self.fresh_place(key);
-                if matches!(place, Place::Absent) && self.unmerged.is_none() && at < self.entries.len() {
-                    let after = self.entries.split_off(at);
-                    self.unmerged = Some(after.into_iter());
-                }
-                place
+                self.fresh_place(key)
             }
         }
     }
@@ -321,7 +316,8 @@ impl ResidentState {
         }
     }
 
-    /// Sets `key` to `value`.
+    /// Sets `key` to `value`; the first key a commit adds before the last entry starts
+    /// the merge (the entries after it wait in `unmerged`).
     fn put(&mut self, key: &[u8], value: &[u8]) {
         let (key_len, value_len) = (key.len(), value.len());
         let place = self.place(key);
@@ -358,6 +354,14 @@ impl ResidentState {
             }
             Place::Fresh(at) => self.fresh[at] = held,
             Place::Absent if self.entries.last().is_none_or(|last| last.key() < key) => {
+                self.cursor = self.entries.len();
+                self.entries.push(held);
+            }
+            // The first key added before the last entry starts the merge there (the
+            // search left the cursor where the key goes).
+            Place::Absent if self.unmerged.is_none() => {
+                let after = self.entries.split_off(self.cursor);
+                self.unmerged = Some(after.into_iter());
                 self.cursor = self.entries.len();
                 self.entries.push(held);
             }

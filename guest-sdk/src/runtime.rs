@@ -10,6 +10,7 @@ use std::rc::Rc;
 use std::sync::Once;
 
 use crate::bindings::eddy::processor::types as wit;
+use crate::changes::CallKind;
 use crate::context::{InitContext, QueryInfo};
 use crate::convert::{
     key_from_wit, output_mode_from_wit, rows_from_wit, rows_to_wit, schema_from_wit, spec_to_wit, timer_values_from_wit,
@@ -94,7 +95,7 @@ pub fn handle_input_rows<P: StatefulProcessor>(
             return Err(Error::msg(format!("the host handed over {} rows for keys that hold {held}", rows.len())));
         }
         let single = keys.len() == 1;
-        crate::changes::start_call(None);
+        crate::changes::start_call(CallKind::Input, keys.len(), None);
         let mut output = driver.output();
         let mut ends = Vec::with_capacity(keys.len());
         let mut start = 0;
@@ -129,7 +130,7 @@ pub fn handle_expired_timers<P: StatefulProcessor>(
     with_driver::<P, _>(|driver| {
         let keys: Vec<_> = keys.into_iter().map(key_from_wit).collect();
         let timer_values = timer_values_from_wit(timer_values);
-        crate::changes::start_call(None);
+        crate::changes::start_call(CallKind::Timers, keys.len(), None);
         let mut output = driver.output();
         let mut ends = Vec::with_capacity(timers.len());
         for (index, timer) in timers.iter().enumerate() {
@@ -160,7 +161,7 @@ pub fn handle_initial_state<P: StatefulProcessor>(
         let schema = driver.spec().initial_state_schema.clone();
         let rows = rows_from_wit(initial_state, schema.as_ref())?;
         // The host makes the call's one key current.
-        crate::changes::start_call(Some(0));
+        crate::changes::start_call(CallKind::InitialState, 1, Some(0));
         driver.handle_initial_state(&key_from_wit(key), &rows, &timer_values_from_wit(timer_values))?;
         crate::changes::flush();
         Ok(())
@@ -179,7 +180,7 @@ pub fn close<P: StatefulProcessor>() {
 }
 
 /// Makes a [`StatefulProcessor`] the component's processor: generates the exports of
-/// the `eddy:processor@0.3.0` world that call it. Invoke it once, at the crate root
+/// the `eddy:processor@0.3.1` world that call it. Invoke it once, at the crate root
 /// of a `cdylib` crate built for `wasm32-wasip2`, as in the [crate-level
 /// example](crate): `eddy_guest::export_processor!(MyProcessor);`. On a native target
 /// the exports compile too but are never called, so the same crate can hold the
@@ -189,7 +190,7 @@ macro_rules! export_processor {
     ($processor:ty) => {
         const _: fn() = || $crate::runtime::assert_processor::<$processor>();
 
-        // The exports' symbol names (`eddy:processor/handler@0.3.0#init`, …) only
+        // The exports' symbol names (`eddy:processor/handler@0.3.1#init`, …) only
         // link in a component; native builds (tests, the harness) leave them out.
         #[cfg(target_arch = "wasm32")]
         const _: () = {

@@ -85,6 +85,11 @@ pub(crate) fn decode<T: DeserializeOwned>(name: &str, bytes: &[u8]) -> Result<T>
     })
 }
 
+/// Decodes a CBOR state value, if there is one.
+fn decode_some<T: DeserializeOwned>(name: &str, bytes: Option<&[u8]>) -> Result<Option<T>> {
+    bytes.map(|bytes| decode(name, bytes)).transpose()
+}
+
 fn decode_all<T: DeserializeOwned>(name: &str, all: Vec<Vec<u8>>) -> Result<Vec<T>> {
     all.iter().map(|bytes| decode(name, bytes)).collect()
 }
@@ -151,16 +156,15 @@ impl<T: Serialize + DeserializeOwned> ValueState<T> {
 
     /// The current key's value, if any and not expired.
     pub fn get(&self) -> Result<Option<T>> {
-        let bytes = buffered!(self, crate::changes::read(self.variable, &[]), |m| {
+        buffered!(self, crate::changes::read_with(self.variable, &[], |bytes| decode_some(&self.name, bytes)), |m| {
             let key = m.key.clone();
-            m.value_get(&key, &self.name)
-        });
-        bytes.map(|bytes| decode(&self.name, &bytes)).transpose()
+            decode_some(&self.name, m.value_get(&key, &self.name).as_deref())
+        })
     }
 
     /// Whether the current key has a live value.
     pub fn exists(&self) -> Result<bool> {
-        Ok(buffered!(self, crate::changes::read(self.variable, &[]).is_some(), |m| {
+        Ok(buffered!(self, crate::changes::read_with(self.variable, &[], |bytes| bytes.is_some()), |m| {
             let key = m.key.clone();
             m.value_get(&key, &self.name).is_some()
         }))
@@ -267,15 +271,17 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
     /// The value for `key`, if present and not expired.
     pub fn get(&self, key: &K) -> Result<Option<V>> {
         let user_key = encode(&self.name, key)?;
-        let bytes =
-            buffered!(self, crate::changes::read(self.variable, &user_key), |m| m.map_get(&self.name, &user_key));
-        bytes.map(|bytes| decode(&self.name, &bytes)).transpose()
+        buffered!(
+            self,
+            crate::changes::read_with(self.variable, &user_key, |bytes| decode_some(&self.name, bytes)),
+            |m| decode_some(&self.name, m.map_get(&self.name, &user_key).as_deref())
+        )
     }
 
     /// Whether `key` has a live value.
     pub fn contains(&self, key: &K) -> Result<bool> {
         let user_key = encode(&self.name, key)?;
-        Ok(buffered!(self, crate::changes::read(self.variable, &user_key).is_some(), |m| m
+        Ok(buffered!(self, crate::changes::read_with(self.variable, &user_key, |bytes| bytes.is_some()), |m| m
             .map_get(&self.name, &user_key)
             .is_some()))
     }

@@ -269,9 +269,36 @@ fn a_module_for_another_contract_version_is_refused() {
     let error = runtime.load(&wasm("future_contract")).err().expect("refused");
     assert_eq!(
         error.to_string(),
-        "module 'future_contract.wasm' was built for eddy:processor@1.0.0, but this eddy implements eddy:processor@0.3.0; \
-         rebuild the module against the 0.3.0 contract (eddy-guest 0.3.0) or run an eddy that implements 1.0.0"
+        "module 'future_contract.wasm' was built for eddy:processor@1.0.0, but this eddy implements eddy:processor@0.3.1; \
+         rebuild the module against the 0.3.1 contract (eddy-guest 0.3.1) or run an eddy that implements 1.0.0"
     );
+}
+
+/// A module of the contract's previous patch version (0.3.0: the same functions but
+/// `state.prefetch`) links and runs: here the scripted processor with every
+/// `@0.3.1` of its imports and exports renamed `@0.3.0`.
+#[test]
+fn a_module_for_the_previous_patch_version_runs() {
+    let bytes = std::fs::read(wasm("scripted")).expect("scripted.wasm");
+    let (new, old) = (b"@0.3.1".as_slice(), b"@0.3.0".as_slice());
+    let mut patched = bytes.clone();
+    let mut renamed = 0;
+    for at in 0..bytes.len().saturating_sub(new.len()) {
+        if &bytes[at..at + new.len()] == new {
+            patched[at..at + new.len()].copy_from_slice(old);
+            renamed += 1;
+        }
+    }
+    assert!(renamed >= 5, "the handler and four imported interfaces are versioned: {renamed} renamed");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("scripted.wasm");
+    std::fs::write(&path, &patched).expect("written");
+    let module = WasmRuntime::new(None).expect("runtime").load(&path).expect("a 0.3.0 module loads");
+    let store = StateStore::open(&dir.path().join("state")).expect("store");
+    let mut p = Scripted::open(&module, store, value_config(), InstanceLimits::default());
+    p.run(1_000, &[cmd("k", "value.set", "v").v("old contract")]).expect("batch 0");
+    let out = p.run(2_000, &[cmd("k", "value.get", "v")]).expect("batch 1");
+    assert_eq!(out, vec![("value.get".to_string(), r#""old contract""#.to_string())]);
 }
 
 #[test]

@@ -332,3 +332,98 @@ fn a_timer_deleted_by_an_earlier_handler_of_the_pass_does_not_fire() {
     );
     assert_eq!(reads(p.run(1_200, &[cmd("a", "timer.list", "")]).expect("batch 2")), vec![row("timer.list", "[]")]);
 }
+
+/// A call over several keys answers reads of the variables the last such call read
+/// from entries it fetched for all of its keys at once (`state.prefetch`), when the
+/// store holds its state in memory. Reads must still see each change the call made,
+/// an entry dropped by a direct call (`map.clear`), a map too large to fetch, and
+/// the state the batch before committed; and the same as when the store does not
+/// hold its state in memory (every read then goes to the host). Each key's values
+/// are its own (`k3` holds `a3`, `b3`, `x3`), so results compare in any key order.
+#[test]
+fn reads_of_fetched_entries_see_the_calls_own_changes() {
+    let sorted = |rows: Vec<(String, String)>| {
+        let mut results: Vec<String> = rows.into_iter().map(|(op, result)| format!("{op} {result}")).collect();
+        results.sort();
+        results
+    };
+    let expect = |rows: &[&str]| {
+        let mut rows: Vec<String> = rows.iter().map(|row| row.to_string()).collect();
+        rows.sort();
+        rows
+    };
+    for in_memory in [true, false] {
+        let vars = config("none", &[("v", "value", None), ("m", "map", None)]);
+        let mut p = Scripted::new(vars, InstanceLimits::default());
+        let keys = ["k1", "k2", "k3", "k4", "k5", "k6"];
+        let mut first = Vec::new();
+        for (n, key) in keys.iter().enumerate().map(|(i, key)| (i + 1, key)) {
+            let [a, b, x] = [format!("a{n}"), format!("b{n}"), format!("x{n}")].map(|v| &*v.leak());
+            first.push(cmd(key, "map.put", "m").k("a").v(a));
+            first.push(cmd(key, "map.put", "m").k("b").v(b));
+            first.push(cmd(key, "value.set", "v").v(x));
+            first.push(cmd(key, "map.get", "m").k("a"));
+            first.push(cmd(key, "value.get", "v"));
+        }
+        // More entries than a fetch takes for one key: k5's reads go to the host.
+        first.push(cmd("k5", "map.put-many", "m").v("100x3"));
+        assert_eq!(reads(p.run(1_000, &first).expect("batch 0")).len(), 12);
+        if in_memory {
+            assert!(p.store.hold_state_in_memory(64 << 20).expect("loads"), "the state fits in memory");
+        }
+        let second = [
+            cmd("k1", "map.get", "m").k("a"),
+            cmd("k1", "map.get", "m").k("zz"),
+            cmd("k1", "map.contains", "m").k("b"),
+            cmd("k1", "value.get", "v"),
+            cmd("k2", "map.put", "m").k("a").v("a2'"),
+            cmd("k2", "map.get", "m").k("a"),
+            cmd("k2", "map.remove", "m").k("b"),
+            cmd("k2", "map.get", "m").k("b"),
+            cmd("k3", "map.clear", "m"),
+            cmd("k3", "map.get", "m").k("b"),
+            cmd("k4", "value.clear", "v"),
+            cmd("k4", "value.get", "v"),
+            cmd("k4", "map.get", "m").k("a"),
+            cmd("k5", "map.get", "m").k("50"),
+            cmd("k5", "map.get", "m").k("a"),
+            cmd("k6", "map.put", "m").k("c").v("c6"),
+            cmd("k6", "map.get", "m").k("c"),
+            cmd("k6", "map.get", "m").k("b"),
+        ];
+        let seen = sorted(reads(p.run(2_000, &second).expect("batch 1")));
+        let expected = [
+            r#"map.get "a1""#,
+            "map.get null",
+            "map.contains true",
+            r#"value.get "x1""#,
+            r#"map.get "a2'""#,
+            "map.get null",
+            "map.get null",
+            "value.get null",
+            r#"map.get "a4""#,
+            r#"map.get "xxx""#,
+            r#"map.get "a5""#,
+            r#"map.get "c6""#,
+            r#"map.get "b6""#,
+        ];
+        assert_eq!(seen, expect(&expected), "in memory: {in_memory}");
+        // What the batch committed, read the same way by the next one.
+        let third: Vec<_> = keys
+            .iter()
+            .flat_map(|key| {
+                [cmd(key, "map.get", "m").k("a"), cmd(key, "map.get", "m").k("b"), cmd(key, "value.get", "v")]
+            })
+            .collect();
+        let seen = sorted(reads(p.run(3_000, &third).expect("batch 2")));
+        let expected = [
+            [r#"map.get "a1""#, r#"map.get "b1""#, r#"value.get "x1""#],
+            [r#"map.get "a2'""#, "map.get null", r#"value.get "x2""#],
+            ["map.get null", "map.get null", r#"value.get "x3""#],
+            [r#"map.get "a4""#, r#"map.get "b4""#, "value.get null"],
+            [r#"map.get "a5""#, r#"map.get "b5""#, r#"value.get "x5""#],
+            [r#"map.get "a6""#, r#"map.get "b6""#, r#"value.get "x6""#],
+        ];
+        assert_eq!(seen, expect(&expected.concat()), "in memory: {in_memory}");
+    }
+}

@@ -12,7 +12,7 @@ pub mod rows;
 mod generated {
     wasmtime::component::bindgen!({
         path: "../wit",
-        inline: "package eddy:host-contract; world types-only { import eddy:processor/types@0.3.0; }",
+        inline: "package eddy:host-contract; world types-only { import eddy:processor/types@0.3.1; }",
         world: "eddy:host-contract/types-only",
         additional_derives: [PartialEq],
     });
@@ -25,6 +25,6 @@ pub use generated::eddy::processor::types::{
 };
 
 /// The contract version this host implements.
-pub const CONTRACT_VERSION: &str = "0.3.0";
+pub const CONTRACT_VERSION: &str = "0.3.1";
 /// The contract's package name.
 pub const CONTRACT_PACKAGE: &str = "eddy:processor";

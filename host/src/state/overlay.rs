@@ -97,6 +97,23 @@ impl Run {
             .filter_map(|(key, change)| change.as_ref().map(|change| (key.as_slice(), change)))
     }
 
+    /// The changes of the keys that start with `prefix`, in key order, searched from
+    /// where the last search ended.
+    fn prefixed<'a>(&'a self, prefix: &'a [u8]) -> impl Iterator<Item = (&'a [u8], &'a Change)> {
+        let from = if self.is_past_end(prefix) {
+            self.changes.len()
+        } else {
+            let found = gallop::search(&self.changes, prefix, self.finger.get(), |(key, _)| key.as_slice());
+            let from = found.unwrap_or_else(|at| at);
+            self.finger.set(from);
+            from
+        };
+        self.changes[from..]
+            .iter()
+            .take_while(move |(key, _)| key.starts_with(prefix))
+            .filter_map(|(key, change)| change.as_ref().map(|change| (key.as_slice(), change)))
+    }
+
     fn into_sorted(self) -> impl Iterator<Item = (Vec<u8>, Change)> {
         self.changes.into_iter().filter_map(|(key, change)| change.map(|change| (key, change)))
     }
@@ -204,6 +221,31 @@ impl Overlay {
             None => Vec::new(),
         };
         hashed.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        merge(merge(runs, rest, |a, b| a.0 < b.0), hashed.into_iter(), |a, b| a.0 < b.0)
+    }
+
+    /// The changes of the keys that start with `prefix`, in key order: for reads of a
+    /// few keys' entries in key order, each searched from where the last one ended.
+    pub fn prefixed<'a>(&'a self, prefix: &'a [u8]) -> impl Iterator<Item = (&'a [u8], &'a Change)> + 'a {
+        let runs = merge(self.run.prefixed(prefix), self.second.prefixed(prefix), |a, b| a.0 < b.0);
+        let rest = (!self.rest.is_empty())
+            .then(|| self.rest.range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded)))
+            .into_iter()
+            .flatten()
+            .take_while(move |(key, _)| key.starts_with(prefix))
+            .map(|(key, change)| (key.as_slice(), change));
+        let hashed: Vec<(&[u8], &Change)> = match &self.hashed {
+            Some(hashed) => {
+                let mut hashed: Vec<_> = hashed
+                    .iter()
+                    .filter(|(key, _)| key.starts_with(prefix))
+                    .map(|(key, change)| (key.as_slice(), change))
+                    .collect();
+                hashed.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                hashed
+            }
+            None => Vec::new(),
+        };
         merge(merge(runs, rest, |a, b| a.0 < b.0), hashed.into_iter(), |a, b| a.0 < b.0)
     }
 

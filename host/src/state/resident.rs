@@ -114,6 +114,21 @@ impl ResidentState {
         found.ok().and_then(|at| self.entries[at].value())
     }
 
+    /// The committed entries whose keys start with `prefix`, in key order, searching
+    /// from `finger` as [`get_near`](Self::get_near) does.
+    pub fn prefixed_near<'a>(
+        &'a self,
+        prefix: &'a [u8],
+        finger: &Cell<usize>,
+    ) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
+        let from = search(&self.entries, prefix, finger.get()).unwrap_or_else(|at| at);
+        finger.set(from);
+        self.entries[from..]
+            .iter()
+            .take_while(move |held| held.key().starts_with(prefix))
+            .filter_map(|held| Some((held.key(), held.value()?)))
+    }
+
     /// How many entries the committed state holds.
     pub fn len(&self) -> usize {
         self.live

@@ -96,6 +96,34 @@ impl StateTxn {
         Ok(self.db.get_cf(handle, key)?)
     }
 
+    /// Shows `visit` every live `Cf::State` entry under `prefix` (this transaction's
+    /// changes over the committed ones), in key order, while it returns true; `false`
+    /// without visiting anything when the store holds no in-memory copy of the state
+    /// (a range read of RocksDB per key would cost more than the reads it spares).
+    pub fn visit_prefix_in_memory(&self, prefix: &[u8], mut visit: impl FnMut(&[u8], &[u8]) -> bool) -> bool {
+        let Some(resident) = &self.resident else { return false };
+        let mut own = self.overlay[Cf::State as usize].prefixed(prefix).peekable();
+        let mut committed = resident.prefixed_near(prefix, &self.resident_finger).peekable();
+        loop {
+            let next = match (committed.peek(), own.peek()) {
+                (Some(&(key, _)), Some(&(own_key, _))) if own_key <= key => {
+                    if own_key == key {
+                        committed.next();
+                    }
+                    own.next().and_then(|(key, change)| Some((key, change.as_deref()?)))
+                }
+                (Some(_), _) => committed.next(),
+                (None, Some(_)) => own.next().and_then(|(key, change)| Some((key, change.as_deref()?))),
+                (None, None) => return true,
+            };
+            if let Some((key, value)) = next
+                && !visit(key, value)
+            {
+                return true;
+            }
+        }
+    }
+
     /// Whether [`prefetch_state`](Self::prefetch_state) reads anything ahead: not when
     /// the transaction reads the store's in-memory copy (callers then skip making keys).
     pub fn prefetches(&self) -> bool {

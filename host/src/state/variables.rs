@@ -92,6 +92,9 @@ pub fn live_list(raw: &[u8], now: i64) -> Result<Vec<(i64, Vec<u8>)>> {
     Ok(elements.into_iter().filter(|(expiry, _)| *expiry > now).map(|(e, p)| (e, p.to_vec())).collect())
 }
 
+/// What `state.prefetch` answers for a key whose entries it did not fetch.
+pub const NOT_PREFETCHED: u32 = u32::MAX;
+
 impl KeyScope {
     /// The scope of `key` (encoded) in `key_group` of `operator` at processing time `now`.
     pub fn new(operator: u16, key_group: u16, key: &[u8], now: i64) -> Self {
@@ -238,6 +241,56 @@ impl KeyScope {
             }
         }
         Ok(out)
+    }
+
+    /// Appends to `out` the live entries of a value or map variable held in memory, for
+    /// `state.prefetch`: a u32 count, then each entry's user key and value (a u32
+    /// length, then the bytes). Appends [`NOT_PREFETCHED`] instead when the store holds
+    /// no in-memory copy or the entries pass `max_entries` or `max_bytes`.
+    pub fn prefetch_into(
+        &self,
+        txn: &StateTxn,
+        decl: &VariableDecl,
+        (max_entries, max_bytes): (u32, usize),
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let start = out.len();
+        out.extend_from_slice(&0u32.to_le_bytes());
+        let prefix = self.var_key(decl);
+        let (mut count, mut corrupt_entry, mut fits) = (0u32, false, true);
+        let held = txn.visit_prefix_in_memory(&prefix, |key, raw| {
+            // A value variable is its one key; what lies under it is another's.
+            let user_key = &key[prefix.len()..];
+            if decl.kind == StateKind::Value && !user_key.is_empty() {
+                return false;
+            }
+            let Some((expiry, payload)) = layout::unstamp(raw) else {
+                corrupt_entry = true;
+                return false;
+            };
+            if expiry <= self.now {
+                return true;
+            }
+            count += 1;
+            fits = count <= max_entries && out.len() - start + user_key.len() + payload.len() + 8 <= max_bytes;
+            if fits {
+                for bytes in [user_key, payload] {
+                    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+                    out.extend_from_slice(bytes);
+                }
+            }
+            fits
+        });
+        if corrupt_entry {
+            return Err(corrupt(if decl.kind == StateKind::Value { "value" } else { "map entry" }));
+        }
+        if held && fits {
+            out[start..start + 4].copy_from_slice(&count.to_le_bytes());
+        } else {
+            out.truncate(start);
+            out.extend_from_slice(&NOT_PREFETCHED.to_le_bytes());
+        }
+        Ok(())
     }
 
     /// Registers a timer at `expiry` for this key (once, however often it is called).

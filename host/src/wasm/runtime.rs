@@ -232,6 +232,7 @@ mod tests {
         assert!(compatible("1.4.0", "1.0.0"));
         assert!(!compatible("unversioned", "0.1.0"));
         assert!(!compatible("0.1.0", "0.2.0"), "a module of the first contract is refused by the second");
-        assert!(!compatible("0.2.0", "0.3.0"), "a module of the second contract is refused by this one");
+        assert!(!compatible("0.2.0", "0.3.0"), "a module of the second contract is refused by the third");
+        assert!(compatible("0.3.0", "0.3.1"), "a module of 0.3.0 runs on this eddy, which adds a function");
     }
 }

@@ -82,10 +82,10 @@ function findTool(dirs, relative, what) {
 }
 
 function entryModule(app, engine) {
-  return `import { selectKey, takeTimer } from 'eddy:processor/scope@0.3.0';
-import { ValueState, ListState, MapState } from 'eddy:processor/state@0.3.0';
-import { registerTimer, deleteTimer, listTimers } from 'eddy:processor/timers@0.3.0';
-import { log } from 'eddy:processor/logging@0.3.0';
+  return `import { selectKey, takeTimer } from 'eddy:processor/scope@0.3.1';
+import { ValueState, ListState, MapState } from 'eddy:processor/state@0.3.1';
+import { registerTimer, deleteTimer, listTimers } from 'eddy:processor/timers@0.3.1';
+import { log } from 'eddy:processor/logging@0.3.1';
 import { installHost } from 'eddy-guest';
 installHost({
   scope: { selectKey, takeTimer },

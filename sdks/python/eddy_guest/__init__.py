@@ -25,7 +25,7 @@ from .schema import DataType, Field, Schema
 from .state import ListState, MapState, ValueState
 from .timers import ExpiredTimer, Timers, TimerValues
 
-__version__ = "0.3.0"
+__version__ = "0.3.1"
 
 __all__ = [
     "Column", "DataType", "EddyError", "ExpiredTimer", "Field", "InitContext", "Key", "ListState",

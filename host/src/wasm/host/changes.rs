@@ -1,5 +1,6 @@
 //! `eddy:processor/state`'s functions without a variable handle: `read`, a value or map
-//! entry of any key of the call, and `apply-changes`, the writes an SDK buffered during
+//! entry of any key of the call, `prefetch`, the entries of some variables for every
+//! key of the call, and `apply-changes`, the writes an SDK buffered during
 //! a call handed over in one host call (one call per handler call instead of one per
 //! change: each host call costs the guest and wasmtime a few hundred nanoseconds).
 
@@ -19,6 +20,13 @@ mod kind {
     pub const TIMER_REGISTER: u8 = 6;
     pub const TIMER_DELETE: u8 = 7;
 }
+
+/// The most entries and bytes `prefetch` answers with for one key's variable (more are
+/// left to `read`: a processor seldom reads every entry of a large map).
+const PREFETCH_PER_KEY: (u32, usize) = (64, 16 << 10);
+
+/// How large a `prefetch` answer grows before the remaining keys are left to `read`.
+const PREFETCH_MAX_BYTES: usize = 4 << 20;
 
 /// A reader of `apply-changes` records.
 struct Records<'a> {
@@ -158,6 +166,29 @@ impl state::Host for HostState {
                 decl.name
             ),
         }
+    }
+
+    fn prefetch(&mut self, variables: Vec<u32>) -> wasmtime::Result<Vec<u8>> {
+        let scope = &self.scope;
+        let Some(txn) = scope.txn.as_ref() else {
+            wasmtime::bail!("prefetch of state outside a batch");
+        };
+        let mut out = Vec::new();
+        for variable in variables {
+            let decl = declared(&scope.variables, variable, None, "prefetch")?;
+            if decl.kind == StateKind::List {
+                wasmtime::bail!(
+                    "prefetch of list variable '{}': prefetch takes value and map variables; use list-state.get",
+                    decl.name
+                );
+            }
+            for key in &scope.keys {
+                // Past the answer's budget the keys are left to `read`.
+                let limits = if out.len() < PREFETCH_MAX_BYTES { PREFETCH_PER_KEY } else { (0, 0) };
+                key.scope.prefetch_into(txn, decl, limits, &mut out).map_err(trap)?;
+            }
+        }
+        Ok(out)
     }
 
     fn apply_changes(&mut self, changes: Vec<u8>) -> wasmtime::Result<()> {

@@ -53,9 +53,12 @@ impl From<Duration> for Ttl {
     }
 }
 
-/// Encodes a state value as CBOR.
+/// Encodes a state value as CBOR (by the fast path when it can, else by `ciborium`).
 pub(crate) fn encode<T: Serialize + ?Sized>(name: &str, value: &T) -> Result<Vec<u8>> {
     let mut bytes = Vec::with_capacity(32);
+    if crate::cbor::to_vec(value, &mut bytes) {
+        return Ok(bytes);
+    }
     ciborium::into_writer(value, &mut bytes)
         .map_err(|e| Error::msg(format!("state `{name}`: cannot encode a `{}` as CBOR: {e}", type_name::<T>())))?;
     Ok(bytes)

@@ -6,34 +6,16 @@
 //! the error message). A struct decoded by `ciborium` pulls each header through
 //! several layers; here a small struct takes a few dozen instructions.
 
-use std::fmt;
-
 use serde::de::{self, DeserializeOwned, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+
+use super::{
+    ARRAY, BYTES, DOUBLE, FALSE, GaveUp, HALF, MAP, MAX_DEPTH, NEGATIVE, NULL, POSITIVE, SIMPLE, SINGLE, TEXT, TRUE,
+    UNDEFINED,
+};
 
 /// The most bytes `ciborium` reads a borrowed text or byte string into (its scratch
 /// buffer, 4 KiB as the SDK gives it); longer ones it refuses there.
 const SCRATCH_BYTES: usize = 4096;
-
-/// How deep arrays and maps may nest before the fast path leaves them to `ciborium`.
-const MAX_DEPTH: usize = 128;
-
-/// Why the fast path stopped (never shown: `ciborium` decodes instead).
-#[derive(Debug)]
-pub(crate) struct GaveUp;
-
-impl fmt::Display for GaveUp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("left to ciborium")
-    }
-}
-
-impl std::error::Error for GaveUp {}
-
-impl de::Error for GaveUp {
-    fn custom<T: fmt::Display>(_: T) -> Self {
-        GaveUp
-    }
-}
 
 /// `bytes` decoded as a `T`, when the fast path can (the whole input, nothing left).
 pub(crate) fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Option<T> {
@@ -49,21 +31,6 @@ struct Head {
     info: u8,
     arg: u64,
 }
-
-const POSITIVE: u8 = 0;
-const NEGATIVE: u8 = 1;
-const BYTES: u8 = 2;
-const TEXT: u8 = 3;
-const ARRAY: u8 = 4;
-const MAP: u8 = 5;
-const SIMPLE: u8 = 7;
-const FALSE: u8 = 20;
-const TRUE: u8 = 21;
-const NULL: u8 = 22;
-const UNDEFINED: u8 = 23;
-const HALF: u8 = 25;
-const SINGLE: u8 = 26;
-const DOUBLE: u8 = 27;
 
 struct Decoder<'de> {
     bytes: &'de [u8],
@@ -167,10 +134,11 @@ fn f16_to_f64(bits: u16) -> Result<f64> {
     let exponent = i32::from((bits >> 10) & 0x1f);
     let fraction = f64::from(bits & 0x3ff);
     let magnitude = match exponent {
-        0 => fraction * 2f64.powi(-24),
+        // fraction × 2^-24 and (1 + fraction / 1024) × 2^(exponent - 15), exactly.
+        0 => fraction * f64::from_bits(((1023 - 24) as u64) << 52),
         31 if fraction == 0.0 => f64::INFINITY,
         31 => return Err(GaveUp),
-        _ => (1.0 + fraction / 1024.0) * 2f64.powi(exponent - 15),
+        _ => f64::from_bits((((exponent - 15 + 1023) as u64) << 52) | (u64::from(bits & 0x3ff) << 42)),
     };
     Ok(if bits & 0x8000 != 0 { -magnitude } else { magnitude })
 }
@@ -516,6 +484,19 @@ mod tests {
             unit: (),
             newtype: Wrapper(-7),
             raw: vec![0, 1, 255],
+        }
+    }
+
+    #[test]
+    fn every_half_precision_float_decodes_as_ciborium_decodes_it() {
+        for bits in 0..=u16::MAX {
+            let [high, low] = bits.to_be_bytes();
+            let bytes = [0xf9, high, low];
+            let reference: f64 = ciborium::from_reader(bytes.as_slice()).expect("ciborium decodes");
+            match from_slice::<f64>(&bytes) {
+                Some(value) => assert_eq!(value.to_bits(), reference.to_bits(), "half {bits:#06x}"),
+                None => assert!(reference.is_nan(), "half {bits:#06x} left to ciborium"),
+            }
         }
     }
 

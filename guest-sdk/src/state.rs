@@ -53,13 +53,60 @@ impl From<Duration> for Ttl {
     }
 }
 
+thread_local! {
+    /// Buffers that held encoded values, kept for the next encodings: a state access
+    /// encodes a key or a value and the SDK copies it on, so each would otherwise
+    /// cost an allocation.
+    static SPARE_BUFFERS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// How many spare buffers are kept, and the largest kept.
+const SPARE_BUFFERS_KEPT: usize = 8;
+const SPARE_BUFFER_BYTES: usize = 4096;
+
+/// A value's CBOR encoding, in a buffer given back for reuse when dropped.
+pub(crate) struct Encoded(Vec<u8>);
+
+impl Encoded {
+    /// The bytes, as a vector of their own.
+    pub(crate) fn into_vec(mut self) -> Vec<u8> {
+        std::mem::take(&mut self.0)
+    }
+}
+
+impl std::ops::Deref for Encoded {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for Encoded {
+    fn drop(&mut self) {
+        let buffer = std::mem::take(&mut self.0);
+        if buffer.capacity() == 0 || buffer.capacity() > SPARE_BUFFER_BYTES {
+            return;
+        }
+        SPARE_BUFFERS.with(|spare| {
+            if let Ok(mut spare) = spare.try_borrow_mut()
+                && spare.len() < SPARE_BUFFERS_KEPT
+            {
+                spare.push(buffer);
+            }
+        });
+    }
+}
+
 /// Encodes a state value as CBOR (by the fast path when it can, else by `ciborium`).
-pub(crate) fn encode<T: Serialize + ?Sized>(name: &str, value: &T) -> Result<Vec<u8>> {
-    let mut bytes = Vec::with_capacity(32);
-    if crate::cbor::to_vec(value, &mut bytes) {
+pub(crate) fn encode<T: Serialize + ?Sized>(name: &str, value: &T) -> Result<Encoded> {
+    let spare = SPARE_BUFFERS.with(|spare| spare.try_borrow_mut().ok().and_then(|mut spare| spare.pop()));
+    let mut bytes = Encoded(spare.unwrap_or_else(|| Vec::with_capacity(32)));
+    bytes.0.clear();
+    if crate::cbor::to_vec(value, &mut bytes.0) {
         return Ok(bytes);
     }
-    ciborium::into_writer(value, &mut bytes)
+    ciborium::into_writer(value, &mut bytes.0)
         .map_err(|e| Error::msg(format!("state `{name}`: cannot encode a `{}` as CBOR: {e}", type_name::<T>())))?;
     Ok(bytes)
 }
@@ -98,7 +145,7 @@ fn decode_all<T: DeserializeOwned>(name: &str, all: Vec<Vec<u8>>) -> Result<Vec<
 }
 
 fn encode_all<'a, T: Serialize + 'a>(name: &str, values: impl IntoIterator<Item = &'a T>) -> Result<Vec<Vec<u8>>> {
-    values.into_iter().map(|value| encode(name, value)).collect()
+    values.into_iter().map(|value| encode(name, value).map(Encoded::into_vec)).collect()
 }
 
 /// Runs `$host` with the opened WIT resource (after handing buffered changes over and
@@ -176,7 +223,8 @@ impl<T: Serialize + DeserializeOwned> ValueState<T> {
     /// Replaces the current key's value (and restarts its TTL).
     pub fn update(&self, value: &T) -> Result<()> {
         let bytes = encode(&self.name, value)?;
-        buffered!(self, crate::changes::value_update(self.variable, &bytes), |m| m.value_update(&self.name, bytes));
+        buffered!(self, crate::changes::value_update(self.variable, &bytes), |m| m
+            .value_update(&self.name, bytes.into_vec()));
         Ok(())
     }
 
@@ -293,8 +341,11 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
     pub fn update(&self, key: &K, value: &V) -> Result<()> {
         let user_key = encode(&self.name, key)?;
         let bytes = encode(&self.name, value)?;
-        buffered!(self, crate::changes::map_update(self.variable, &user_key, &bytes), |m| m
-            .map_update(&self.name, user_key, bytes));
+        buffered!(self, crate::changes::map_update(self.variable, &user_key, &bytes), |m| m.map_update(
+            &self.name,
+            user_key.into_vec(),
+            bytes.into_vec()
+        ));
         Ok(())
     }
 

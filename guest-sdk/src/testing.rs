@@ -217,7 +217,7 @@ impl<P: StatefulProcessor> Harness<P> {
     fn key(&self, parts: &[Datum<'_>]) -> Result<(Key, Vec<u8>)> {
         let rows = build(self.key_schema.clone(), &[parts]).map_err(|e| e.context("key"))?;
         let parts = rows.to_values().pop().unwrap_or_default();
-        let bytes = encode("key", &parts)?;
+        let bytes = encode("key", &parts)?.into_vec();
         Ok((Key::new(parts), bytes))
     }
 

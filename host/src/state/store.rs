@@ -389,26 +389,30 @@ impl StateStore {
                 self.spare_chunks.give_back(chunk);
             }
             // State changes in key order (RocksDB inserts a sorted run fastest); of a key
-            // changed twice blindly, the last change.
+            // changed twice blindly, the last change. The overlay holds each key once:
+            // without blind changes its sorted changes are written as they come.
             debug_assert!(txn.blind.iter().all(|(key, _)| overlay.get(key).is_none()), "a key changed blindly and not");
-            let mut changes: Vec<(Vec<u8>, Change)> = overlay.into_sorted().collect();
-            if !txn.blind.is_empty() {
-                changes.extend(txn.blind);
-                changes.sort_by(|a, b| a.0.cmp(&b.0));
-            }
-            changes.dedup_by(|later, earlier| {
-                let same = later.0 == earlier.0;
-                if same {
-                    std::mem::swap(later, earlier);
-                }
-                same
-            });
-            for (key, change) in changes {
+            let mut write = |(key, change): (Vec<u8>, Change)| {
                 if let Some((log_key, chunk)) = log.record(&key, change.as_deref()) {
                     state.batch.put_cf(changelog_cf, log_key, &chunk);
                     self.spare_chunks.give_back(chunk);
                 }
                 state.write(key, change);
+            };
+            if txn.blind.is_empty() {
+                overlay.into_sorted().for_each(&mut write);
+            } else {
+                let mut changes: Vec<(Vec<u8>, Change)> = overlay.into_sorted().collect();
+                changes.extend(txn.blind);
+                changes.sort_by(|a, b| a.0.cmp(&b.0));
+                changes.dedup_by(|later, earlier| {
+                    let same = later.0 == earlier.0;
+                    if same {
+                        std::mem::swap(later, earlier);
+                    }
+                    same
+                });
+                changes.into_iter().for_each(&mut write);
             }
             for (family, changes) in [Cf::Timers, Cf::TimerIndex, Cf::Meta, Cf::TtlIndex].into_iter().zip(rest) {
                 let cf = self.cf_handle(family.name())?;

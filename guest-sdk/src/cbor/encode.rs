@@ -108,7 +108,7 @@ fn exact_half(value: f64) -> Option<u16> {
     }
 }
 
-impl<'a> ser::Serializer for &'a mut Encoder<'_> {
+impl ser::Serializer for &mut Encoder<'_> {
     type Ok = ();
     type Error = GaveUp;
     type SerializeSeq = Self;

@@ -28,4 +28,4 @@ pub use compatibility::{
 pub use store::{CF_NAMES, CHANGELOG, COMMITTED_BATCH, Cf, StateStore, StateTxn};
 pub use timers::{DueTimer, DueTimers, Timers};
 pub use ttl::evict_expired;
-pub use variables::{KeyScope, NOT_PREFETCHED, StateKind, VariableDecl, live_list, value_get};
+pub use variables::{KeyScope, StateKind, VariableDecl, live_list, value_get};

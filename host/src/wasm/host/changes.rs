@@ -25,7 +25,8 @@ mod kind {
 /// left to `read`: a processor seldom reads every entry of a large map).
 const PREFETCH_PER_KEY: (u32, usize) = (64, 16 << 10);
 
-/// How large a `prefetch` answer grows before the remaining keys are left to `read`.
+/// How large a `prefetch` answer grows before the remaining keys are left to `read`
+/// (and at most a sixteenth of the guest's memory cap, which the answer lands in).
 const PREFETCH_MAX_BYTES: usize = 4 << 20;
 
 /// A reader of `apply-changes` records.
@@ -173,6 +174,7 @@ impl state::Host for HostState {
         let Some(txn) = scope.txn.as_ref() else {
             wasmtime::bail!("prefetch of state outside a batch");
         };
+        let budget = PREFETCH_MAX_BYTES.min(self.limits.memory_cap_bytes / 16);
         let mut out = Vec::new();
         for variable in variables {
             let decl = declared(&scope.variables, variable, None, "prefetch")?;
@@ -184,7 +186,7 @@ impl state::Host for HostState {
             }
             for key in &scope.keys {
                 // Past the answer's budget the keys are left to `read`.
-                let limits = if out.len() < PREFETCH_MAX_BYTES { PREFETCH_PER_KEY } else { (0, 0) };
+                let limits = if out.len() < budget { PREFETCH_PER_KEY } else { (0, 0) };
                 key.scope.prefetch_into(txn, decl, limits, &mut out).map_err(trap)?;
             }
         }

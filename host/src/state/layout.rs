@@ -78,10 +78,16 @@ pub fn key_prefix(operator: u16, key_group: u16, key: &[u8]) -> Vec<u8> {
 /// The RocksDB key of a state variable of one grouping key (a map's entries extend it).
 pub fn variable_key(key_prefix: &[u8], variable: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(key_prefix.len() + 2 + variable.len() + 16);
+    variable_key_into(key_prefix, variable, &mut out);
+    out
+}
+
+/// [`variable_key`] written into `out` (cleared first), for a key only looked at.
+pub fn variable_key_into(key_prefix: &[u8], variable: &str, out: &mut Vec<u8>) {
+    out.clear();
     out.extend_from_slice(key_prefix);
     out.extend_from_slice(&(variable.len() as u16).to_be_bytes());
     out.extend_from_slice(variable.as_bytes());
-    out
 }
 
 /// A state-CF key's parts: (operator, key group, grouping key, variable, rest).

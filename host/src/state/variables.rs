@@ -246,19 +246,22 @@ impl KeyScope {
     /// Appends to `out` the live entries of a value or map variable held in memory, for
     /// `state.prefetch`: a u32 count, then each entry's user key and value (a u32
     /// length, then the bytes). Appends [`NOT_PREFETCHED`] instead when the store holds
-    /// no in-memory copy or the entries pass `max_entries` or `max_bytes`.
+    /// no in-memory copy or the entries pass `max_entries` or `max_bytes`. `prefix` is
+    /// room for the variable's key.
     pub fn prefetch_into(
         &self,
         txn: &StateTxn,
         decl: &VariableDecl,
         (max_entries, max_bytes): (u32, usize),
+        prefix: &mut Vec<u8>,
         out: &mut Vec<u8>,
     ) -> Result<()> {
         let start = out.len();
         out.extend_from_slice(&0u32.to_le_bytes());
-        let prefix = self.var_key(decl);
+        layout::variable_key_into(&self.prefix, &decl.name, prefix);
+        let prefix = prefix.as_slice();
         let (mut count, mut corrupt_entry, mut fits) = (0u32, false, true);
-        let held = txn.visit_prefix_in_memory(&prefix, |key, raw| {
+        let held = txn.visit_prefix_in_memory(prefix, |key, raw| {
             // A value variable is its one key; what lies under it is another's.
             let user_key = &key[prefix.len()..];
             if decl.kind == StateKind::Value && !user_key.is_empty() {

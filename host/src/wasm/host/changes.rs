@@ -175,7 +175,9 @@ impl state::Host for HostState {
             wasmtime::bail!("prefetch of state outside a batch");
         };
         let budget = PREFETCH_MAX_BYTES.min(self.limits.memory_cap_bytes / 16);
-        let mut out = Vec::new();
+        // Room for a small entry per key and variable, grown when they hold more.
+        let mut out = Vec::with_capacity((variables.len() * scope.keys.len() * 40).min(budget));
+        let mut prefix = Vec::new();
         for variable in variables {
             let decl = declared(&scope.variables, variable, None, "prefetch")?;
             if decl.kind == StateKind::List {
@@ -187,7 +189,7 @@ impl state::Host for HostState {
             for key in &scope.keys {
                 // Past the answer's budget the keys are left to `read`.
                 let limits = if out.len() < budget { PREFETCH_PER_KEY } else { (0, 0) };
-                key.scope.prefetch_into(txn, decl, limits, &mut out).map_err(trap)?;
+                key.scope.prefetch_into(txn, decl, limits, &mut prefix, &mut out).map_err(trap)?;
             }
         }
         Ok(out)

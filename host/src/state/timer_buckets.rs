@@ -151,9 +151,23 @@ impl TimerBuckets {
         true
     }
 
-    /// Whether this transaction deleted `key`'s timer in `bucket`.
-    pub fn deleted(&self, bucket: &BucketKey, key: &[u8]) -> bool {
-        self.buckets.get(bucket).and_then(|changes| changes.get(key)) == Some(&false)
+    /// Takes `key`'s due timer in `bucket` as it fires: false when this transaction
+    /// deleted it (the deletion stays); else its registration here, if any, is undone
+    /// (one lookup of the bucket and the key, where `deleted` and `forget` take two).
+    pub fn take_due(&mut self, bucket: &BucketKey, key: &[u8]) -> bool {
+        let Some(changes) = self.buckets.get_mut(bucket) else { return true };
+        match changes.get(key) {
+            None => return true,
+            Some(false) => return false,
+            Some(true) => {}
+        }
+        changes.remove(key);
+        self.changes -= 1;
+        self.key_bytes -= key.len() as u64;
+        if changes.is_empty() {
+            self.buckets.remove(bucket);
+        }
+        true
     }
 
     /// Undoes this transaction's change of `key`'s timer in `bucket`, if any; returns
@@ -407,7 +421,11 @@ mod tests {
         assert!(!buckets.set(a, b"k", false));
         assert!(buckets.set(b, b"k", true));
         assert_eq!(buckets.changes(), 2);
-        assert!(buckets.deleted(&a, b"k") && !buckets.deleted(&b, b"k"));
+        assert!(!buckets.take_due(&a, b"k"), "a deleted timer does not fire, and its deletion stays");
+        assert_eq!(buckets.changes(), 2);
+        assert!(buckets.take_due(&b, b"k") && buckets.take_due(&b, b"j"), "a registered or unchanged one fires");
+        assert_eq!(buckets.changes(), 1, "the registration it fires with is undone");
+        assert!(buckets.set(b, b"k", true));
         assert!(buckets.forget(&a, b"k") && !buckets.forget(&a, b"k"));
         assert_eq!(buckets.changes(), 1);
         assert_eq!(buckets.below(Some(&b[..])).len(), 0);

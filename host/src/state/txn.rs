@@ -417,10 +417,12 @@ impl StateTxn {
         self.timers.set(bucket, key, registered);
     }
 
-    /// Whether this transaction deleted the timer of `key` in `bucket` (not counting one
-    /// written ahead of the commit: no due timer is).
-    pub fn timer_deleted_here(&self, bucket: &BucketKey, key: &[u8]) -> bool {
-        self.timers.deleted(bucket, key)
+    /// Takes the due timer of `key` in `bucket` as it fires: false when this
+    /// transaction deleted it (not counting a deletion written ahead of the commit: no
+    /// due timer is); else this transaction's registration of it, if any, is undone
+    /// (the timer is under a range the commit drops anyway, see [`forget`](Self::forget)).
+    pub fn take_due_timer(&mut self, bucket: &BucketKey, key: &[u8]) -> bool {
+        self.timers.take_due(bucket, key)
     }
 
     /// Undoes this transaction's change of the timer of `key` in `bucket`, if any: for a

@@ -327,10 +327,9 @@ impl KeyScope {
             // A timer deleted before the pass is not due; one deleted during it is a
             // change this transaction holds (the pass's range drop keeps the changes
             // inside the range from being written ahead of the commit).
-            if txn.timer_deleted_here(&bucket, self.key()) {
-                return Ok(false);
-            }
-        } else if txn.delete_once(Cf::Timers, layout::timer_key(&self.prefix, expiry))? {
+            return Ok(txn.take_due_timer(&bucket, self.key()));
+        }
+        if txn.delete_once(Cf::Timers, layout::timer_key(&self.prefix, expiry))? {
             return Ok(false);
         }
         txn.forget_timer(&bucket, self.key());

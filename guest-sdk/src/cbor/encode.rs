@@ -277,47 +277,26 @@ impl ser::Serializer for &mut Encoder<'_> {
     }
 }
 
-impl ser::SerializeSeq for &mut Encoder<'_> {
-    type Ok = ();
-    type Error = GaveUp;
+/// The serde traits of an array's items, each item encoded in turn.
+macro_rules! items {
+    ($($trait:ident :: $method:ident),*) => {$(
+        impl ser::$trait for &mut Encoder<'_> {
+            type Ok = ();
+            type Error = GaveUp;
 
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        value.serialize(&mut **self)
-    }
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+                value.serialize(&mut **self)
+            }
 
-    fn end(self) -> Result<()> {
-        self.close();
-        Ok(())
-    }
+            fn end(self) -> Result<()> {
+                self.close();
+                Ok(())
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTuple for &mut Encoder<'_> {
-    type Ok = ();
-    type Error = GaveUp;
-
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        value.serialize(&mut **self)
-    }
-
-    fn end(self) -> Result<()> {
-        self.close();
-        Ok(())
-    }
-}
-
-impl ser::SerializeTupleStruct for &mut Encoder<'_> {
-    type Ok = ();
-    type Error = GaveUp;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        value.serialize(&mut **self)
-    }
-
-    fn end(self) -> Result<()> {
-        self.close();
-        Ok(())
-    }
-}
+items!(SerializeSeq::serialize_element, SerializeTuple::serialize_element, SerializeTupleStruct::serialize_field);
 
 impl ser::SerializeMap for &mut Encoder<'_> {
     type Ok = ();

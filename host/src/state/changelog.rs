@@ -20,9 +20,22 @@
 //! entries' changes as one record of both (4: stored as it is; its value's records are
 //! the entries' changes).
 //!
-//! Stores written before this format have one entry per change (`batch u64 | state key`
-//! → `0 | value` or `1`); they are still read.
+//! The chunks of an entry-by-entry commit ([`ChangeLogWriter`]) hold its changes in key
+//! order, each key stored as what it shares with the one before and the rest: keys of one
+//! grouping key differ in their last bytes, and the log is written (and synced) whole
+//! each batch, so its bytes cost. Such a chunk's key has a format byte more:
+//!
+//! ```text
+//! key:    batch u64 | chunk u32 | 1
+//! value:  records, each  shared varint | rest len varint | rest | tag | value len varint | value
+//!                     or shared varint | rest len varint | rest | tag
+//! ```
+//!
+//! (varints: LEB128; a chunk's first key shares nothing). Stores written before have
+//! chunks of the first kind only, or one entry per change (`batch u64 | state key` →
+//! `0 | value` or `1`); they are still read.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Result, bail};
@@ -67,8 +80,19 @@ impl SpareChunks {
 /// The length of a chunk entry's key.
 const CHUNK_KEY_LEN: usize = 12;
 
+/// The length of the key of a chunk whose keys are stored by what they share with the
+/// key before (its last byte is [`PREFIXED`]).
+const PREFIXED_CHUNK_KEY_LEN: usize = CHUNK_KEY_LEN + 1;
+
+/// The format byte of a chunk whose keys are stored by what they share with the key before.
+const PREFIXED: u8 = 1;
+
 /// One change: the state key and its new value (`None`: deleted).
 pub type Change<'a> = (&'a [u8], Option<&'a [u8]>);
+
+/// One change read from the log: its state key (made anew when the log stores it by
+/// what it shares with the key before) and its new value (`None`: deleted).
+pub type LoggedChange<'a> = (Cow<'a, [u8]>, Option<&'a [u8]>);
 
 /// Collects one batch's changes into change-log entries.
 pub struct ChangeLogWriter {
@@ -79,13 +103,16 @@ pub struct ChangeLogWriter {
     taken: u32,
     /// Where full chunks come from.
     spare: SpareChunks,
+    /// The key of the chunk's last record (the next one is stored by what it shares
+    /// with it).
+    last_key: Vec<u8>,
 }
 
 impl ChangeLogWriter {
     /// A writer for batch `batch_id`'s changes from its chunk `first_chunk` on (after
     /// those written before), its chunks from `spare`.
     pub fn new(batch_id: u64, first_chunk: u32, spare: SpareChunks) -> Self {
-        ChangeLogWriter { batch_id, chunk: Vec::new(), taken: first_chunk, spare }
+        ChangeLogWriter { batch_id, chunk: Vec::new(), taken: first_chunk, spare, last_key: Vec::new() }
     }
 
     /// The number of the next chunk.
@@ -99,7 +126,9 @@ impl ChangeLogWriter {
         if self.chunk.capacity() == 0 {
             self.chunk = self.spare.take();
         }
-        push_record(&mut self.chunk, key, value);
+        push_prefixed(&mut self.chunk, &self.last_key, key, value);
+        self.last_key.clear();
+        self.last_key.extend_from_slice(key);
         (self.chunk.len() >= CHUNK_BYTES).then(|| self.take())
     }
 
@@ -109,12 +138,13 @@ impl ChangeLogWriter {
     }
 
     fn take(&mut self) -> (Vec<u8>, Vec<u8>) {
-        let key = self.next_chunk_key();
+        let mut key = self.next_chunk_key();
+        key.push(PREFIXED);
+        self.last_key.clear();
         (key, std::mem::take(&mut self.chunk))
     }
 
-    /// The key of the next chunk entry (also for chunks of records made elsewhere,
-    /// see [`ChangeRecords`]).
+    /// The key of the next chunk entry of records made elsewhere (see [`ChangeRecords`]).
     pub fn next_chunk_key(&mut self) -> Vec<u8> {
         let mut key = self.batch_id.to_be_bytes().to_vec();
         key.extend_from_slice(&self.taken.to_be_bytes());
@@ -218,6 +248,29 @@ pub enum View {
     Stored,
 }
 
+/// How a view shows a record.
+enum Seen {
+    /// As its key and value.
+    Itself,
+    /// As the records its value holds (a packed value's, in the entries' view).
+    Through,
+    /// Not at all.
+    Not,
+}
+
+impl View {
+    /// How this view shows a record of `kind`.
+    fn sees(self, kind: Record) -> Seen {
+        match (kind, self) {
+            (Record::Change, _) | (Record::Stored | Record::Packed, View::Stored) | (Record::Entry, View::Entries) => {
+                Seen::Itself
+            }
+            (Record::Packed, View::Entries) => Seen::Through,
+            (Record::Stored, View::Entries) | (Record::Entry, View::Stored) => Seen::Not,
+        }
+    }
+}
+
 /// Appends one record: `key` became `value` (`None`: was deleted).
 pub fn push_record(out: &mut Vec<u8>, key: &[u8], value: Option<&[u8]>) {
     push_tagged(out, Record::Change, key, value);
@@ -239,6 +292,93 @@ pub fn push_tagged(out: &mut Vec<u8>, kind: Record, key: &[u8], value: Option<&[
     }
 }
 
+/// Appends one record of [`Record::Change`] with `key` stored by what it shares with
+/// `last_key` (see the module's doc).
+fn push_prefixed(out: &mut Vec<u8>, last_key: &[u8], key: &[u8], value: Option<&[u8]>) {
+    let shared = shared_prefix_len(last_key, key);
+    push_varint(out, shared);
+    push_varint(out, key.len() - shared);
+    out.extend_from_slice(&key[shared..]);
+    let (put, delete) = Record::Change.tags();
+    match value {
+        Some(value) => {
+            out.push(put);
+            push_varint(out, value.len());
+            out.extend_from_slice(value);
+        }
+        None => out.push(delete),
+    }
+}
+
+/// How many bytes `a` and `b` start with alike (compared a word at a time).
+fn shared_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    let mut shared = 0;
+    for (a, b) in a.chunks_exact(8).zip(b.chunks_exact(8)) {
+        let word = |bytes: &[u8]| u64::from_le_bytes(bytes.try_into().unwrap_or_default());
+        let differ = word(a) ^ word(b);
+        if differ != 0 {
+            return shared + differ.trailing_zeros() as usize / 8;
+        }
+        shared += 8;
+    }
+    shared + a[shared..].iter().zip(&b[shared..]).take_while(|(a, b)| a == b).count()
+}
+
+/// Appends `value` as a LEB128 varint.
+fn push_varint(out: &mut Vec<u8>, mut value: usize) {
+    while value >= 0x80 {
+        out.push(value as u8 | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+/// The LEB128 varint `raw` starts with, and the bytes after it.
+fn read_varint(raw: &[u8]) -> Option<(usize, &[u8])> {
+    let mut value = 0usize;
+    for (at, byte) in raw.iter().enumerate().take(10) {
+        value |= usize::from(byte & 0x7f).checked_shl(7 * at as u32)?;
+        if byte & 0x80 == 0 {
+            return Some((value, &raw[at + 1..]));
+        }
+    }
+    None
+}
+
+/// The records of a chunk whose keys are stored by what they share with the key
+/// before, in `view`; `None` if one is cut short or unknown.
+fn prefixed_records(raw: &[u8], view: View) -> Option<Vec<LoggedChange<'_>>> {
+    let mut changes = Vec::new();
+    let mut key: Vec<u8> = Vec::new();
+    let mut rest = raw;
+    while !rest.is_empty() {
+        let (shared, after) = read_varint(rest)?;
+        let (len, after) = read_varint(after)?;
+        if shared > key.len() {
+            return None;
+        }
+        key.truncate(shared);
+        key.extend_from_slice(after.get(..len)?);
+        let (kind, puts) = Record::of_tag(*after.get(len)?)?;
+        rest = &after[len + 1..];
+        let value = if puts {
+            let (value_len, after) = read_varint(rest)?;
+            rest = after.get(value_len..)?;
+            Some(after.get(..value_len)?)
+        } else {
+            None
+        };
+        match view.sees(kind) {
+            Seen::Itself => changes.push((Cow::Owned(key.clone()), value)),
+            Seen::Through => {
+                changes.extend(records(value?, View::Entries)?.into_iter().map(|(k, v)| (Cow::Borrowed(k), v)))
+            }
+            Seen::Not => {}
+        }
+    }
+    Some(changes)
+}
+
 /// The records of `raw` (a chunk, or a packed entry's value) in `view`; `None` if one
 /// is cut short or unknown.
 pub fn records(raw: &[u8], view: View) -> Option<Vec<Change<'_>>> {
@@ -246,12 +386,10 @@ pub fn records(raw: &[u8], view: View) -> Option<Vec<Change<'_>>> {
     let mut rest = raw;
     while !rest.is_empty() {
         let ((kind, change), after) = next_record(rest)?;
-        match (kind, view) {
-            (Record::Change, _) | (Record::Stored | Record::Packed, View::Stored) | (Record::Entry, View::Entries) => {
-                changes.push(change)
-            }
-            (Record::Packed, View::Entries) => changes.extend(records(change.1?, View::Entries)?),
-            (Record::Stored, View::Entries) | (Record::Entry, View::Stored) => {}
+        match view.sees(kind) {
+            Seen::Itself => changes.push(change),
+            Seen::Through => changes.extend(records(change.1?, View::Entries)?),
+            Seen::Not => {}
         }
         rest = after;
     }
@@ -264,20 +402,26 @@ pub fn batch_of(raw_key: &[u8]) -> Option<u64> {
 }
 
 /// The batch and the changes in `view` of one change-log entry (either format).
-pub fn decode_entry<'a>(raw_key: &'a [u8], raw_value: &'a [u8], view: View) -> Result<(u64, Vec<Change<'a>>)> {
+pub fn decode_entry<'a>(raw_key: &'a [u8], raw_value: &'a [u8], view: View) -> Result<(u64, Vec<LoggedChange<'a>>)> {
     let Some(batch) = batch_of(raw_key) else {
         bail!("a change-log key is shorter than its batch id");
     };
-    if raw_key.len() != CHUNK_KEY_LEN {
-        // One change per entry (stores written before chunks).
-        let value = match raw_value.split_first() {
-            Some((0, value)) => Some(value),
-            Some((1, _)) => None,
-            _ => bail!("a change-log entry of batch {batch} is corrupt"),
-        };
-        return Ok((batch, vec![(&raw_key[8..], value)]));
-    }
-    match records(raw_value, view) {
+    let changes = match (raw_key.len(), raw_key.last()) {
+        (CHUNK_KEY_LEN, _) => {
+            records(raw_value, view).map(|changes| changes.into_iter().map(|(k, v)| (Cow::Borrowed(k), v)).collect())
+        }
+        (PREFIXED_CHUNK_KEY_LEN, Some(&PREFIXED)) => prefixed_records(raw_value, view),
+        _ => {
+            // One change per entry (stores written before chunks).
+            let value = match raw_value.split_first() {
+                Some((0, value)) => Some(value),
+                Some((1, _)) => None,
+                _ => bail!("a change-log entry of batch {batch} is corrupt"),
+            };
+            return Ok((batch, vec![(Cow::Borrowed(&raw_key[8..]), value)]));
+        }
+    };
+    match changes {
         Some(changes) => Ok((batch, changes)),
         None => bail!("the change log of batch {batch} is corrupt (a record is cut short or of an unknown kind)"),
     }
@@ -298,77 +442,5 @@ fn next_record(raw: &[u8]) -> Option<((Record, Change<'_>), &[u8])> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn changes_round_trip_across_chunks() -> Result<()> {
-        let mut writer = ChangeLogWriter::new(7, 0, SpareChunks::default());
-        let big = vec![9u8; CHUNK_BYTES];
-        let mut entries = Vec::new();
-        entries.extend(writer.record(b"a", Some(b"1")));
-        entries.extend(writer.record(b"b", None));
-        assert!(entries.is_empty(), "the first chunk is not full yet");
-        entries.extend(writer.record(b"c", Some(&big)));
-        entries.extend(writer.record(b"d", Some(b"")));
-        entries.extend(writer.finish_chunk());
-        assert_eq!(entries.len(), 2, "the big value fills the first chunk");
-        let mut all = Vec::new();
-        for (key, value) in &entries {
-            let (batch, changes) = decode_entry(key, value, View::Entries)?;
-            assert_eq!(batch, 7);
-            all.extend(changes.into_iter().map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec))));
-        }
-        let expected = vec![
-            (b"a".to_vec(), Some(b"1".to_vec())),
-            (b"b".to_vec(), None),
-            (b"c".to_vec(), Some(big)),
-            (b"d".to_vec(), Some(Vec::new())),
-        ];
-        assert_eq!(all, expected);
-        // Cut short: refused, not misread.
-        let (key, value) = &entries[0];
-        assert!(decode_entry(key, &value[..value.len() - 1], View::Entries).is_err());
-        Ok(())
-    }
-
-    #[test]
-    fn each_view_has_its_records_in_order() -> Result<()> {
-        let mut packed = Vec::new();
-        push_record(&mut packed, b"w1", Some(b"a"));
-        push_record(&mut packed, b"w2", Some(b"b"));
-        let mut chunk = Vec::new();
-        push_tagged(&mut chunk, Record::Stored, b"bucket-1", Some(b"packed"));
-        push_tagged(&mut chunk, Record::Entry, b"w0", Some(b"z"));
-        push_tagged(&mut chunk, Record::Packed, b"bucket-2", Some(&packed));
-        push_tagged(&mut chunk, Record::Entry, b"w9", None);
-        push_tagged(&mut chunk, Record::Stored, b"bucket-0", None);
-        push_record(&mut chunk, b"plain", None);
-        let key = [&5u64.to_be_bytes()[..], &0u32.to_be_bytes()[..]].concat();
-        let entries: Vec<Change> =
-            vec![(b"w0", Some(b"z")), (b"w1", Some(b"a")), (b"w2", Some(b"b")), (b"w9", None), (b"plain", None)];
-        assert_eq!(decode_entry(&key, &chunk, View::Entries)?, (5, entries));
-        let stored: Vec<Change> =
-            vec![(b"bucket-1", Some(b"packed")), (b"bucket-2", Some(&packed)), (b"bucket-0", None), (b"plain", None)];
-        assert_eq!(decode_entry(&key, &chunk, View::Stored)?, (5, stored));
-        // An unknown tag, or a packed value whose records are cut short: refused.
-        let mut unknown = chunk.clone();
-        unknown[4 + b"bucket-1".len()] = 7;
-        assert!(decode_entry(&key, &unknown, View::Stored).is_err());
-        let mut cut = Vec::new();
-        push_tagged(&mut cut, Record::Packed, b"bucket", Some(&packed[..packed.len() - 1]));
-        assert!(decode_entry(&key, &cut, View::Entries).is_err());
-        Ok(())
-    }
-
-    #[test]
-    fn entries_of_the_one_change_format_are_read() -> Result<()> {
-        let key = [&3u64.to_be_bytes()[..], b"state-key-of-some-length"].concat();
-        assert_eq!(
-            decode_entry(&key, b"\0v", View::Stored)?,
-            (3, vec![(&b"state-key-of-some-length"[..], Some(&b"v"[..]))])
-        );
-        assert_eq!(decode_entry(&key, b"\x01", View::Entries)?, (3, vec![(&b"state-key-of-some-length"[..], None)]));
-        Ok(())
-    }
-}
+#[path = "changelog_tests.rs"]
+mod tests;

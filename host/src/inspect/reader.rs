@@ -368,7 +368,7 @@ impl StateReader {
             let (batch, logged) = changelog::decode_entry(raw_key, raw_value, changelog::View::Entries)
                 .with_context(|| format!("in the change log of {}", self.path.display()))?;
             for (state_key, value) in logged {
-                let state_key = &*state_key;
+                let (state_key, value) = (&*state_key, value.as_deref());
                 let Some((entry_operator, key_group, key_bytes, variable, rest)) = layout::split_state_key(state_key)
                 else {
                     bail!("corrupt change-log key {} in {}", hex(state_key), self.path.display());
@@ -469,7 +469,7 @@ impl StateReader {
             if changed_in > base && changed_in <= batch {
                 for (state_key, value) in logged {
                     match value {
-                        Some(value) => state.insert(state_key.to_vec(), value.to_vec()),
+                        Some(value) => state.insert(state_key.into_owned(), value.into_owned()),
                         None => state.remove(&*state_key),
                     };
                 }

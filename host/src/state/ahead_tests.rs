@@ -1,5 +1,6 @@
 //! Tests of changes written to the store ahead of their batch's commit.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -28,7 +29,7 @@ fn logged_changes(store: &StateStore) -> Result<BTreeMap<u64, BTreeMap<Vec<u8>, 
         let (batch, changes) = changelog::decode_entry(&key, &value, View::Entries)?;
         let changed = batches.entry(batch).or_default();
         for (key, value) in changes {
-            changed.insert(key.to_vec(), value.map(<[u8]>::to_vec));
+            changed.insert(key.into_owned(), value.map(Cow::into_owned));
         }
     }
     Ok(batches)

@@ -21,19 +21,22 @@
 //! the entries' changes).
 //!
 //! The chunks of an entry-by-entry commit ([`ChangeLogWriter`]) hold its changes in key
-//! order, each key stored as what it shares with the one before and the rest: keys of one
-//! grouping key differ in their last bytes, and the log is written (and synced) whole
-//! each batch, so its bytes cost. Such a chunk's key has a format byte more:
+//! order, each key stored as what it shares with the key before and the rest, and each
+//! value as what it shares with the value put before and the rest: keys of one grouping
+//! key differ in their last bytes, values of one variable often start alike (their
+//! expiry, a struct's first field name), and the log is written (and synced) whole each
+//! batch, so its bytes cost. Such a chunk's key has a format byte more:
 //!
 //! ```text
 //! key:    batch u64 | chunk u32 | 1
-//! value:  records, each  shared varint | rest len varint | rest | tag | value len varint | value
-//!                     or shared varint | rest len varint | rest | tag
+//! value:  records, each  key part | tag | value part    (a put)
+//!                     or key part | tag                 (a delete)
+//! part:   shared varint | rest len varint | rest
 //! ```
 //!
-//! (varints: LEB128; a chunk's first key shares nothing). Stores written before have
-//! chunks of the first kind only, or one entry per change (`batch u64 | state key` →
-//! `0 | value` or `1`); they are still read.
+//! (varints: LEB128; a chunk's first key and first value share nothing). Stores written
+//! before have chunks of the first kind only, or one entry per change (`batch u64 |
+//! state key` → `0 | value` or `1`); they are still read.
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
@@ -90,9 +93,9 @@ const PREFIXED: u8 = 1;
 /// One change: the state key and its new value (`None`: deleted).
 pub type Change<'a> = (&'a [u8], Option<&'a [u8]>);
 
-/// One change read from the log: its state key (made anew when the log stores it by
-/// what it shares with the key before) and its new value (`None`: deleted).
-pub type LoggedChange<'a> = (Cow<'a, [u8]>, Option<&'a [u8]>);
+/// One change read from the log: its state key and its new value (`None`: deleted),
+/// made anew when the log stores them by what they share with those before.
+pub type LoggedChange<'a> = (Cow<'a, [u8]>, Option<Cow<'a, [u8]>>);
 
 /// Collects one batch's changes into change-log entries.
 pub struct ChangeLogWriter {
@@ -103,16 +106,15 @@ pub struct ChangeLogWriter {
     taken: u32,
     /// Where full chunks come from.
     spare: SpareChunks,
-    /// The key of the chunk's last record (the next one is stored by what it shares
-    /// with it).
-    last_key: Vec<u8>,
+    /// The chunk's last key and value (the next are stored by what they share with them).
+    last: Last,
 }
 
 impl ChangeLogWriter {
     /// A writer for batch `batch_id`'s changes from its chunk `first_chunk` on (after
     /// those written before), its chunks from `spare`.
     pub fn new(batch_id: u64, first_chunk: u32, spare: SpareChunks) -> Self {
-        ChangeLogWriter { batch_id, chunk: Vec::new(), taken: first_chunk, spare, last_key: Vec::new() }
+        ChangeLogWriter { batch_id, chunk: Vec::new(), taken: first_chunk, spare, last: Last::default() }
     }
 
     /// The number of the next chunk.
@@ -126,9 +128,7 @@ impl ChangeLogWriter {
         if self.chunk.capacity() == 0 {
             self.chunk = self.spare.take();
         }
-        push_prefixed(&mut self.chunk, &self.last_key, key, value);
-        self.last_key.clear();
-        self.last_key.extend_from_slice(key);
+        self.last.push(&mut self.chunk, key, value);
         (self.chunk.len() >= CHUNK_BYTES).then(|| self.take())
     }
 
@@ -140,7 +140,7 @@ impl ChangeLogWriter {
     fn take(&mut self) -> (Vec<u8>, Vec<u8>) {
         let mut key = self.next_chunk_key();
         key.push(PREFIXED);
-        self.last_key.clear();
+        self.last = Last::default();
         (key, std::mem::take(&mut self.chunk))
     }
 
@@ -292,22 +292,49 @@ pub fn push_tagged(out: &mut Vec<u8>, kind: Record, key: &[u8], value: Option<&[
     }
 }
 
-/// Appends one record of [`Record::Change`] with `key` stored by what it shares with
-/// `last_key` (see the module's doc).
-fn push_prefixed(out: &mut Vec<u8>, last_key: &[u8], key: &[u8], value: Option<&[u8]>) {
-    let shared = shared_prefix_len(last_key, key);
-    push_varint(out, shared);
-    push_varint(out, key.len() - shared);
-    out.extend_from_slice(&key[shared..]);
-    let (put, delete) = Record::Change.tags();
-    match value {
-        Some(value) => {
-            out.push(put);
-            push_varint(out, value.len());
-            out.extend_from_slice(value);
+/// The last key and the last value put of a chunk whose records are stored by what
+/// they share with them (see the module's doc).
+#[derive(Default)]
+struct Last {
+    key: Vec<u8>,
+    value: Vec<u8>,
+}
+
+impl Last {
+    /// Appends one record of [`Record::Change`]: `key` became `value` (`None`: was deleted).
+    fn push(&mut self, out: &mut Vec<u8>, key: &[u8], value: Option<&[u8]>) {
+        push_part(out, &mut self.key, key);
+        let (put, delete) = Record::Change.tags();
+        match value {
+            Some(value) => {
+                out.push(put);
+                push_part(out, &mut self.value, value);
+            }
+            None => out.push(delete),
         }
-        None => out.push(delete),
     }
+}
+
+/// Appends `bytes` as what they share with `last` and the rest; `last` becomes `bytes`.
+fn push_part(out: &mut Vec<u8>, last: &mut Vec<u8>, bytes: &[u8]) {
+    let shared = shared_prefix_len(last, bytes);
+    push_varint(out, shared);
+    push_varint(out, bytes.len() - shared);
+    out.extend_from_slice(&bytes[shared..]);
+    last.truncate(shared);
+    last.extend_from_slice(&bytes[shared..]);
+}
+
+/// Reads a part (see [`push_part`]) from `raw` into `last`; the bytes after it.
+fn read_part<'a>(raw: &'a [u8], last: &mut Vec<u8>) -> Option<&'a [u8]> {
+    let (shared, rest) = read_varint(raw)?;
+    let (len, rest) = read_varint(rest)?;
+    if shared > last.len() {
+        return None;
+    }
+    last.truncate(shared);
+    last.extend_from_slice(rest.get(..len)?);
+    Some(&rest[len..])
 }
 
 /// How many bytes `a` and `b` start with alike (compared a word at a time).
@@ -345,34 +372,27 @@ fn read_varint(raw: &[u8]) -> Option<(usize, &[u8])> {
     None
 }
 
-/// The records of a chunk whose keys are stored by what they share with the key
-/// before, in `view`; `None` if one is cut short or unknown.
+/// The records of a chunk whose keys and values are stored by what they share with
+/// those before, in `view`; `None` if one is cut short or unknown.
 fn prefixed_records(raw: &[u8], view: View) -> Option<Vec<LoggedChange<'_>>> {
     let mut changes = Vec::new();
-    let mut key: Vec<u8> = Vec::new();
+    let mut last = Last::default();
     let mut rest = raw;
     while !rest.is_empty() {
-        let (shared, after) = read_varint(rest)?;
-        let (len, after) = read_varint(after)?;
-        if shared > key.len() {
-            return None;
+        let after = read_part(rest, &mut last.key)?;
+        let (kind, puts) = Record::of_tag(*after.first()?)?;
+        rest = &after[1..];
+        if puts {
+            rest = read_part(rest, &mut last.value)?;
         }
-        key.truncate(shared);
-        key.extend_from_slice(after.get(..len)?);
-        let (kind, puts) = Record::of_tag(*after.get(len)?)?;
-        rest = &after[len + 1..];
-        let value = if puts {
-            let (value_len, after) = read_varint(rest)?;
-            rest = after.get(value_len..)?;
-            Some(after.get(..value_len)?)
-        } else {
-            None
-        };
+        let value = puts.then(|| last.value.clone());
         match view.sees(kind) {
-            Seen::Itself => changes.push((Cow::Owned(key.clone()), value)),
-            Seen::Through => {
-                changes.extend(records(value?, View::Entries)?.into_iter().map(|(k, v)| (Cow::Borrowed(k), v)))
-            }
+            Seen::Itself => changes.push((Cow::Owned(last.key.clone()), value.map(Cow::Owned))),
+            Seen::Through => changes.extend(
+                records(&value?, View::Entries)?
+                    .into_iter()
+                    .map(|(k, v)| (Cow::Owned(k.to_vec()), v.map(|v| Cow::Owned(v.to_vec())))),
+            ),
             Seen::Not => {}
         }
     }
@@ -407,9 +427,8 @@ pub fn decode_entry<'a>(raw_key: &'a [u8], raw_value: &'a [u8], view: View) -> R
         bail!("a change-log key is shorter than its batch id");
     };
     let changes = match (raw_key.len(), raw_key.last()) {
-        (CHUNK_KEY_LEN, _) => {
-            records(raw_value, view).map(|changes| changes.into_iter().map(|(k, v)| (Cow::Borrowed(k), v)).collect())
-        }
+        (CHUNK_KEY_LEN, _) => records(raw_value, view)
+            .map(|changes| changes.into_iter().map(|(k, v)| (k.into(), v.map(Cow::from))).collect()),
         (PREFIXED_CHUNK_KEY_LEN, Some(&PREFIXED)) => prefixed_records(raw_value, view),
         _ => {
             // One change per entry (stores written before chunks).
@@ -418,7 +437,7 @@ pub fn decode_entry<'a>(raw_key: &'a [u8], raw_value: &'a [u8], view: View) -> R
                 Some((1, _)) => None,
                 _ => bail!("a change-log entry of batch {batch} is corrupt"),
             };
-            return Ok((batch, vec![(Cow::Borrowed(&raw_key[8..]), value)]));
+            return Ok((batch, vec![(Cow::Borrowed(&raw_key[8..]), value.map(Cow::Borrowed))]));
         }
     };
     match changes {

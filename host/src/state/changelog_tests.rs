@@ -1,6 +1,8 @@
 //! The change log's chunks of either kind, and the entries of one change each, read
 //! back as written.
 
+use std::borrow::Cow;
+
 use super::*;
 
 #[test]
@@ -19,7 +21,7 @@ fn changes_round_trip_across_chunks() -> Result<()> {
     for (key, value) in &entries {
         let (batch, changes) = decode_entry(key, value, View::Entries)?;
         assert_eq!(batch, 7);
-        all.extend(changes.into_iter().map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec))));
+        all.extend(changes.into_iter().map(|(k, v)| (k.into_owned(), v.map(Cow::into_owned))));
     }
     let expected = vec![
         (b"a".to_vec(), Some(b"1".to_vec())),
@@ -75,7 +77,7 @@ fn entries_of_the_one_change_format_are_read() -> Result<()> {
 }
 
 fn logged<'a>(changes: &[Change<'a>]) -> Vec<LoggedChange<'a>> {
-    changes.iter().map(|(key, value)| (Cow::Borrowed(*key), *value)).collect()
+    changes.iter().map(|(key, value)| (Cow::Borrowed(*key), value.map(Cow::Borrowed))).collect()
 }
 
 /// A change with its key and value copied out.
@@ -86,7 +88,7 @@ fn read_back(entries: &[(Vec<u8>, Vec<u8>)]) -> Result<Vec<Owned>> {
     let mut all = Vec::new();
     for (key, value) in entries {
         let (_, changes) = decode_entry(key, value, View::Stored)?;
-        all.extend(changes.into_iter().map(|(k, v)| (k.into_owned(), v.map(<[u8]>::to_vec))));
+        all.extend(changes.into_iter().map(|(k, v)| (k.into_owned(), v.map(Cow::into_owned))));
     }
     Ok(all)
 }
@@ -121,6 +123,32 @@ fn keys_stored_by_what_they_share_with_the_key_before_read_back_whole() -> Resul
 }
 
 #[test]
+fn values_stored_by_what_they_share_with_the_value_put_before_read_back_whole() -> Result<()> {
+    let stamp = [0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff];
+    let value = |tail: &[u8]| [&stamp[..], b"{min: ", tail].concat();
+    let changes: Vec<Owned> = vec![
+        (b"k1".to_vec(), Some(value(b"1, max: 9}"))),
+        (b"k2".to_vec(), None),
+        (b"k3".to_vec(), Some(value(b"2, max: 9}"))),
+        (b"k4".to_vec(), Some(value(b"2"))),
+        (b"k5".to_vec(), Some(value(b"2, max: 10}"))),
+        (b"k6".to_vec(), Some(Vec::new())),
+        (b"k7".to_vec(), Some(b"other".to_vec())),
+        (b"k8".to_vec(), Some(b"other".to_vec())),
+    ];
+    let mut writer = ChangeLogWriter::new(1, 0, SpareChunks::default());
+    let mut entries = Vec::new();
+    for (key, value) in &changes {
+        entries.extend(writer.record(key, value.as_deref()));
+    }
+    entries.extend(writer.finish_chunk());
+    assert_eq!(read_back(&entries)?, changes);
+    let plain: usize = changes.iter().map(|(k, v)| 4 + k.len() + 1 + v.as_ref().map_or(0, |v| 4 + v.len())).sum();
+    assert!(entries[0].1.len() + 60 < plain, "{} bytes stored, {plain} in the plain records", entries[0].1.len());
+    Ok(())
+}
+
+#[test]
 fn a_new_chunk_shares_nothing_with_the_last() -> Result<()> {
     let big = vec![1u8; CHUNK_BYTES];
     let mut writer = ChangeLogWriter::new(2, 4, SpareChunks::default());
@@ -139,11 +167,11 @@ fn a_new_chunk_shares_nothing_with_the_last() -> Result<()> {
 fn corrupt_prefixed_records_are_refused() {
     let key = [&1u64.to_be_bytes()[..], &0u32.to_be_bytes()[..], &[PREFIXED]].concat();
     let mut chunk = Vec::new();
-    push_prefixed(&mut chunk, b"", b"abc", Some(b"v"));
+    Last::default().push(&mut chunk, b"abc", Some(b"v"));
     assert!(decode_entry(&key, &chunk, View::Stored).is_ok());
     // More shared than the key before has; a record or a varint cut short; an unknown tag.
     let mut too_shared = chunk.clone();
-    push_prefixed(&mut too_shared, b"abcd", b"abcdx", None);
+    Last { key: b"abcd".to_vec(), value: Vec::new() }.push(&mut too_shared, b"abcdx", None);
     assert!(decode_entry(&key, &too_shared, View::Stored).is_err());
     assert!(decode_entry(&key, &chunk[..chunk.len() - 1], View::Stored).is_err());
     assert!(decode_entry(&key, &[0x80], View::Stored).is_err());

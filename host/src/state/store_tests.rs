@@ -1,5 +1,6 @@
 //! Tests of the state store and its transactions.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use rocksdb::IteratorMode;
@@ -17,7 +18,7 @@ fn logged(store: &StateStore) -> Result<Vec<(u64, Vec<Logged>)>> {
     for item in store.db.iterator_cf(handle, IteratorMode::Start) {
         let (key, value) = item?;
         let (batch, changes) = super::super::changelog::decode_entry(&key, &value, View::Entries)?;
-        entries.push((batch, changes.into_iter().map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec))).collect()));
+        entries.push((batch, changes.into_iter().map(|(k, v)| (k.into_owned(), v.map(Cow::into_owned))).collect()));
     }
     Ok(entries)
 }

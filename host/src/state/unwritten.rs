@@ -48,7 +48,7 @@ pub fn for_each_logged_change(
         let (raw_key, raw_value) = item.context("cannot read the state store's change log")?;
         let (_, changes) = changelog::decode_entry(&raw_key, &raw_value, changelog::View::Stored)?;
         for (key, value) in changes {
-            f(&key, value)?;
+            f(&key, value.as_deref())?;
         }
     }
     Ok(())

@@ -385,11 +385,11 @@ fn prefixed_records(raw: &[u8], view: View) -> Option<Vec<LoggedChange<'_>>> {
         if puts {
             rest = read_part(rest, &mut last.value)?;
         }
-        let value = puts.then(|| last.value.clone());
+        let value = puts.then_some(last.value.as_slice());
         match view.sees(kind) {
-            Seen::Itself => changes.push((Cow::Owned(last.key.clone()), value.map(Cow::Owned))),
+            Seen::Itself => changes.push((Cow::Owned(last.key.clone()), value.map(|v| Cow::Owned(v.to_vec())))),
             Seen::Through => changes.extend(
-                records(&value?, View::Entries)?
+                records(value?, View::Entries)?
                     .into_iter()
                     .map(|(k, v)| (Cow::Owned(k.to_vec()), v.map(|v| Cow::Owned(v.to_vec())))),
             ),

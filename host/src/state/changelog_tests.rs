@@ -93,6 +93,22 @@ fn read_back(entries: &[(Vec<u8>, Vec<u8>)]) -> Result<Vec<Owned>> {
     Ok(all)
 }
 
+/// The entries a writer makes of `changes` for batch `batch`.
+fn written(batch: u64, changes: &[Owned]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut writer = ChangeLogWriter::new(batch, 0, SpareChunks::default());
+    let mut entries = Vec::new();
+    for (key, value) in changes {
+        entries.extend(writer.record(key, value.as_deref()));
+    }
+    entries.extend(writer.finish_chunk());
+    entries
+}
+
+/// The bytes `changes` take as records of the earlier chunk format.
+fn plain_bytes(changes: &[Owned]) -> usize {
+    changes.iter().map(|(k, v)| 4 + k.len() + 1 + v.as_ref().map_or(0, |v| 4 + v.len())).sum()
+}
+
 #[test]
 fn keys_stored_by_what_they_share_with_the_key_before_read_back_whole() -> Result<()> {
     let long_key: Vec<u8> = (0..300u32).map(|n| n as u8).collect();
@@ -108,16 +124,11 @@ fn keys_stored_by_what_they_share_with_the_key_before_read_back_whole() -> Resul
         ([&long_key[..], b"!"].concat(), None),
         (b"z".to_vec(), Some(b"nothing shared".to_vec())),
     ];
-    let mut writer = ChangeLogWriter::new(9, 0, SpareChunks::default());
-    let mut entries = Vec::new();
-    for (key, value) in &changes {
-        entries.extend(writer.record(key, value.as_deref()));
-    }
-    entries.extend(writer.finish_chunk());
+    let entries = written(9, &changes);
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0].0.len(), PREFIXED_CHUNK_KEY_LEN);
     assert_eq!(read_back(&entries)?, changes);
-    let plain: usize = changes.iter().map(|(k, v)| 4 + k.len() + 1 + v.as_ref().map_or(0, |v| 4 + v.len())).sum();
+    let plain = plain_bytes(&changes);
     assert!(entries[0].1.len() < plain - 300, "{} bytes stored, {plain} in the plain records", entries[0].1.len());
     Ok(())
 }
@@ -136,14 +147,10 @@ fn values_stored_by_what_they_share_with_the_value_put_before_read_back_whole() 
         (b"k7".to_vec(), Some(b"other".to_vec())),
         (b"k8".to_vec(), Some(b"other".to_vec())),
     ];
-    let mut writer = ChangeLogWriter::new(1, 0, SpareChunks::default());
-    let mut entries = Vec::new();
-    for (key, value) in &changes {
-        entries.extend(writer.record(key, value.as_deref()));
-    }
-    entries.extend(writer.finish_chunk());
+    let entries = written(1, &changes);
+    assert_eq!(entries.len(), 1);
     assert_eq!(read_back(&entries)?, changes);
-    let plain: usize = changes.iter().map(|(k, v)| 4 + k.len() + 1 + v.as_ref().map_or(0, |v| 4 + v.len())).sum();
+    let plain = plain_bytes(&changes);
     assert!(entries[0].1.len() + 60 < plain, "{} bytes stored, {plain} in the plain records", entries[0].1.len());
     Ok(())
 }

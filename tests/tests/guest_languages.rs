@@ -111,8 +111,8 @@ fn stored_timers(checkpoint: &Path) -> (TimerSet, TimerSet) {
     });
     let index = txn.scan_prefix(Cf::TimerIndex, &[]).expect("timer index");
     let indexed = index.iter().flat_map(|(raw, value)| {
-        let timers = eddy::state::timer_buckets::index_entry_timers(raw, value).expect("an index entry");
-        timers.into_iter().map(|(expiry, _, key)| (key.to_vec(), expiry))
+        let timers = eddy::state::timer_buckets::entry_timers(raw, value).expect("an index entry");
+        timers.into_iter().map(|(expiry, _, key)| (key, expiry))
     });
     (by_key.collect(), indexed.collect())
 }

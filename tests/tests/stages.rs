@@ -318,10 +318,10 @@ fn dedup_drops_the_timers_an_earlier_layout_kept_by_key() {
             let mut timers = 0;
             for (raw, value) in &index {
                 let operator = u16::from_be_bytes([raw[0], raw[1]]);
-                for (expiry, key_group, key) in timer_buckets::index_entry_timers(raw, value).expect("an index entry") {
-                    let prefix = layout::key_prefix(operator, key_group, key);
+                for (expiry, key_group, key) in timer_buckets::entry_timers(raw, value).expect("an index entry") {
+                    let prefix = layout::key_prefix(operator, key_group, &key);
                     txn.put(Cf::Timers, layout::timer_key(&prefix, expiry), Vec::new());
-                    txn.put(Cf::TimerIndex, layout::timer_index_key(operator, expiry, key_group, key), Vec::new());
+                    txn.put(Cf::TimerIndex, layout::timer_index_key(operator, expiry, key_group, &key), Vec::new());
                     timers += 1;
                 }
                 txn.delete(Cf::TimerIndex, raw.clone());

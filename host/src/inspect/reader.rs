@@ -503,14 +503,13 @@ impl StateReader {
         // then put in the `timers` family's order: key group, key length, key, expiry.
         let mut found = Vec::new();
         self.scan(Cf::TimerIndex.name(), &operator.to_be_bytes(), |raw, value| {
-            let timers = timer_buckets::index_entry_timers(raw, value)
-                .with_context(|| format!("corrupt timer index entry {} in {}", hex(raw), self.path.display()))?;
-            for (expiry, key_group, key_bytes) in timers {
+            timer_buckets::visit_entry_timers(raw, value, |expiry, key_group, key_bytes| {
                 let key_json = decode_key(key_bytes);
                 if key.is_none_or(|wanted| wanted == key_json.as_slice()) {
                     found.push((key_group, key_bytes.to_vec(), expiry, key_json));
                 }
-            }
+            })
+            .with_context(|| format!("corrupt timer index entry {} in {}", hex(raw), self.path.display()))?;
             Ok(())
         })?;
         found.sort_unstable_by(|a, b| (a.0, a.1.len(), &a.1, a.2).cmp(&(b.0, b.1.len(), &b.1, b.2)));
@@ -546,9 +545,9 @@ impl StateReader {
         })?;
         self.scan(Cf::TimerIndex.name(), &[], |raw, value| {
             if let Some(operator) = raw.get(..2).map(|op| u16::from_be_bytes([op[0], op[1]])) {
-                let timers = timer_buckets::index_entry_timers(raw, value)
+                let timers = &mut operators.entry(operator).or_default().timers;
+                timer_buckets::visit_entry_timers(raw, value, |_, _, _| *timers += 1)
                     .with_context(|| format!("corrupt timer index entry {} in {}", hex(raw), self.path.display()))?;
-                operators.entry(operator).or_default().timers += timers.len() as u64;
             }
             Ok(())
         })?;

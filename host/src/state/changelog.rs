@@ -43,6 +43,8 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Result, bail};
 
+use super::shared_prefix::{push_part, read_part};
+
 /// How large a chunk grows before the next one starts.
 const CHUNK_BYTES: usize = 4 << 20;
 
@@ -313,63 +315,6 @@ impl Last {
             None => out.push(delete),
         }
     }
-}
-
-/// Appends `bytes` as what they share with `last` and the rest; `last` becomes `bytes`.
-fn push_part(out: &mut Vec<u8>, last: &mut Vec<u8>, bytes: &[u8]) {
-    let shared = shared_prefix_len(last, bytes);
-    push_varint(out, shared);
-    push_varint(out, bytes.len() - shared);
-    out.extend_from_slice(&bytes[shared..]);
-    last.truncate(shared);
-    last.extend_from_slice(&bytes[shared..]);
-}
-
-/// Reads a part (see [`push_part`]) from `raw` into `last`; the bytes after it.
-fn read_part<'a>(raw: &'a [u8], last: &mut Vec<u8>) -> Option<&'a [u8]> {
-    let (shared, rest) = read_varint(raw)?;
-    let (len, rest) = read_varint(rest)?;
-    if shared > last.len() {
-        return None;
-    }
-    last.truncate(shared);
-    last.extend_from_slice(rest.get(..len)?);
-    Some(&rest[len..])
-}
-
-/// How many bytes `a` and `b` start with alike (compared a word at a time).
-fn shared_prefix_len(a: &[u8], b: &[u8]) -> usize {
-    let mut shared = 0;
-    for (a, b) in a.chunks_exact(8).zip(b.chunks_exact(8)) {
-        let word = |bytes: &[u8]| u64::from_le_bytes(bytes.try_into().unwrap_or_default());
-        let differ = word(a) ^ word(b);
-        if differ != 0 {
-            return shared + differ.trailing_zeros() as usize / 8;
-        }
-        shared += 8;
-    }
-    shared + a[shared..].iter().zip(&b[shared..]).take_while(|(a, b)| a == b).count()
-}
-
-/// Appends `value` as a LEB128 varint.
-fn push_varint(out: &mut Vec<u8>, mut value: usize) {
-    while value >= 0x80 {
-        out.push(value as u8 | 0x80);
-        value >>= 7;
-    }
-    out.push(value as u8);
-}
-
-/// The LEB128 varint `raw` starts with, and the bytes after it.
-fn read_varint(raw: &[u8]) -> Option<(usize, &[u8])> {
-    let mut value = 0usize;
-    for (at, byte) in raw.iter().enumerate().take(10) {
-        value |= usize::from(byte & 0x7f).checked_shl(7 * at as u32)?;
-        if byte & 0x80 == 0 {
-            return Some((value, &raw[at + 1..]));
-        }
-    }
-    None
 }
 
 /// The records of a chunk whose keys and values are stored by what they share with

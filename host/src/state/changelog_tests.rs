@@ -185,26 +185,4 @@ fn corrupt_prefixed_records_are_refused() {
     let mut unknown = chunk.clone();
     unknown[2 + 3] = 9;
     assert!(decode_entry(&key, &unknown, View::Stored).is_err());
-    assert_eq!(read_varint(&[0xff; 11]), None, "a varint past ten bytes");
-}
-
-#[test]
-fn varints_and_shared_prefixes_are_what_they_say() {
-    for value in [0, 1, 127, 128, 300, 16_383, 16_384, u32::MAX as usize, usize::MAX] {
-        let mut out = Vec::new();
-        push_varint(&mut out, value);
-        out.push(42);
-        assert_eq!(read_varint(&out), Some((value, &[42u8][..])), "{value}");
-    }
-    let base: Vec<u8> = (0..40u8).collect();
-    for len in [0, 5, 8, 17, 40] {
-        for differ in 0..len {
-            let mut other = base[..len].to_vec();
-            other[differ] ^= 0x10;
-            assert_eq!(shared_prefix_len(&base, &other), differ);
-            assert_eq!(shared_prefix_len(&other, &base), differ);
-        }
-        assert_eq!(shared_prefix_len(&base[..len], &base), len);
-        assert_eq!(shared_prefix_len(&base, &base[..len]), len);
-    }
 }

@@ -12,6 +12,7 @@ pub mod packed;
 mod resident;
 mod resident_feed;
 mod resident_held;
+mod shared_prefix;
 mod store;
 pub mod timer_buckets;
 mod timers;

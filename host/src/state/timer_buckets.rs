@@ -15,11 +15,19 @@
 //! ```text
 //! first chunk:  op u16 | expiry (sortable i64) | key group u16                   → keys
 //! other chunks: op u16 | expiry | key group | first key len u32 | first key      → keys
-//! keys:         each  key len u32 (little-endian) | key
+//! keys:         ff ff ff ff | each key as a part (see shared_prefix)
 //! ```
 //!
-//! Stores written before hold one entry per timer, with the other chunks' key and an
-//! empty value; the decoding here reads both, and a restart packs them
+//! A part stores a key by what it shares with the key before (a chunk's first key
+//! shares nothing): keys in order differ in their last bytes, and a window job's
+//! timers, one per key, took 20 bytes each stored whole. A bucket that holds a key has
+//! its first chunk, keyed by the bucket alone: one point lookup says whether a bucket
+//! holds anything.
+//!
+//! Earlier stores hold chunks whose keys are stored whole (each key's u32 length,
+//! little-endian, then the key), or one entry per timer, with the other chunks' key and
+//! an empty value; the decoding here reads all three, a chunk that changes is written
+//! anew, and a restart packs single entries
 //! ([`Timers::pack_index`](super::Timers::pack_index)). A transaction keeps its timer
 //! changes per bucket ([`TimerBuckets`]) and rewrites each changed bucket's changed
 //! chunks once, at its commit or when it writes ahead ([`rechunk`]).
@@ -31,6 +39,7 @@ use std::sync::OnceLock;
 use xxhash_rust::xxh3::{Xxh3DefaultBuilder, xxh3_64_with_seed};
 
 use super::layout::{from_sortable_i64, sortable_i64, split_timer_index_key};
+use super::shared_prefix::{push_part, read_part};
 
 /// The length of a bucket's key.
 pub const BUCKET_KEY_LEN: usize = 12;
@@ -40,6 +49,11 @@ const CHUNK_KEYS: usize = 128;
 
 /// How many keys a chunk holds at most.
 const MAX_CHUNK_KEYS: usize = 4 * CHUNK_KEYS;
+
+/// How a chunk's value whose keys are stored by what they share starts. A value of the
+/// earlier layout cannot (no key is 4 GiB long), and an eddy that reads only that
+/// layout refuses this one as cut short rather than misreading it.
+const PREFIXED: [u8; 4] = [0xff; 4];
 
 /// The seed of the hash that says where a bucket's chunks end, anew in each process. Keys picked so that none ends a chunk (filling chunks to the cap,
 /// whose cuts move when a key is added before them) cannot be picked without the seed;
@@ -83,26 +97,44 @@ pub fn is_single(raw_key: &[u8], value: &[u8]) -> bool {
     raw_key.len() > BUCKET_KEY_LEN && value.is_empty()
 }
 
-/// The timers one timer-index entry holds, as (expiry, key group, key): a chunk's keys,
-/// or the one timer of an entry of the earlier layout; `None` when the bytes follow
-/// neither.
-pub fn index_entry_timers<'a>(raw_key: &'a [u8], value: &'a [u8]) -> Option<Vec<(i64, u16, &'a [u8])>> {
+/// Shows `visit` the timers one timer-index entry holds, as (expiry, key group, key):
+/// a chunk's keys, or the one timer of an entry of the earlier layout; `None` when the
+/// bytes follow neither (the timers before the fault were shown).
+pub fn visit_entry_timers(raw_key: &[u8], value: &[u8], mut visit: impl FnMut(i64, u16, &[u8])) -> Option<()> {
     if is_single(raw_key, value) {
-        return split_timer_index_key(raw_key).map(|timer| vec![timer]);
+        let (expiry, key_group, key) = split_timer_index_key(raw_key)?;
+        visit(expiry, key_group, key);
+        return Some(());
     }
     let (expiry, key_group) = split_bucket_key(entry_bucket(raw_key)?);
-    Some(bucket_keys(value)?.into_iter().map(|key| (expiry, key_group, key)).collect())
+    visit_bucket_keys(value, |key| visit(expiry, key_group, key))
 }
 
-/// The keys a bucket's value lists, in order; `None` when it is cut short.
-pub fn bucket_keys(mut value: &[u8]) -> Option<Vec<&[u8]>> {
-    let mut keys = Vec::new();
-    while !value.is_empty() {
-        let len = u32::from_le_bytes(value.get(..4)?.try_into().ok()?) as usize;
-        keys.push(value.get(4..4 + len)?);
-        value = &value[4 + len..];
+/// The timers one timer-index entry holds (see [`visit_entry_timers`]).
+pub fn entry_timers(raw_key: &[u8], value: &[u8]) -> Option<Vec<(i64, u16, Vec<u8>)>> {
+    let mut timers = Vec::new();
+    visit_entry_timers(raw_key, value, |expiry, key_group, key| timers.push((expiry, key_group, key.to_vec())))?;
+    Some(timers)
+}
+
+/// Shows `visit` the keys a chunk's value lists, in order; `None` when it is cut short
+/// or a key shares more than the one before has.
+pub fn visit_bucket_keys(value: &[u8], mut visit: impl FnMut(&[u8])) -> Option<()> {
+    if let Some(mut rest) = value.strip_prefix(&PREFIXED) {
+        let mut key = Vec::new();
+        while !rest.is_empty() {
+            rest = read_part(rest, &mut key)?;
+            visit(&key);
+        }
+        return Some(());
     }
-    Some(keys)
+    let mut rest = value;
+    while !rest.is_empty() {
+        let len = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+        visit(rest.get(4..4 + len)?);
+        rest = &rest[4 + len..];
+    }
+    Some(())
 }
 
 /// The order of keys in a bucket (that of the earlier layout's entries).
@@ -242,10 +274,11 @@ fn chunk(bucket: &BucketKey, past_first: bool, keys: &[&[u8]]) -> Entry {
         entry.extend_from_slice(&(first.len() as u32).to_be_bytes());
         entry.extend_from_slice(first);
     }
-    let mut value = Vec::with_capacity(keys.iter().map(|key| 4 + key.len()).sum());
+    let mut value = Vec::with_capacity(PREFIXED.len() + keys.iter().map(|key| 2 + key.len()).sum::<usize>());
+    value.extend_from_slice(&PREFIXED);
+    let mut last = Vec::new();
     for key in keys {
-        value.extend_from_slice(&(key.len() as u32).to_le_bytes());
-        value.extend_from_slice(key);
+        push_part(&mut value, &mut last, key);
     }
     (entry, value)
 }
@@ -286,10 +319,16 @@ fn rechunk_seeded(
     changes: &BucketChanges,
     seed: u64,
 ) -> Option<Vec<EntryWrite>> {
-    let mut keys = Vec::new();
+    // The committed keys, one after another in `flat`; each ends at its `ends` entry.
+    let (mut flat, mut ends) = (Vec::new(), Vec::new());
     for (raw, value) in committed {
-        keys.extend(index_entry_timers(raw, value)?.into_iter().map(|(_, _, key)| key));
+        visit_entry_timers(raw, value, |_, _, key| {
+            flat.extend_from_slice(key);
+            ends.push(flat.len());
+        })?;
     }
+    let starts = std::iter::once(0).chain(ends.iter().copied());
+    let keys: Vec<&[u8]> = starts.zip(&ends).map(|(start, &end)| &flat[start..end]).collect();
     let merged = merged_keys(&keys, changes);
     let new = chunks_seeded(bucket, &merged, seed);
     let mut writes = Vec::new();
@@ -357,15 +396,19 @@ mod tests {
         let stored = chunks_seeded(&bucket, &refs, SEED);
         assert!(stored.len() > 5000 / MAX_CHUNK_KEYS && stored.len() < 5000 / 16, "{} chunks", stored.len());
         assert_eq!(stored[0].0, bucket.to_vec(), "the first chunk is the bucket's key");
-        let read: Vec<&[u8]> = stored
+        let read: Vec<Vec<u8>> = stored
             .iter()
-            .flat_map(|(raw, value)| index_entry_timers(raw, value).expect("a chunk"))
+            .flat_map(|(raw, value)| entry_timers(raw, value).expect("a chunk"))
             .map(|(expiry, key_group, key)| {
                 assert_eq!((expiry, key_group), (60, 2));
                 key
             })
             .collect();
-        assert_eq!(read, refs, "the chunks hold every key, in order");
+        assert_eq!(read, all, "the chunks hold every key, in order");
+        // Stored by what each shares with the key before: `user-00NNNN` in order shares
+        // 9 or 10 bytes, and takes 3 or 4 (two varints and the rest) instead of 15.
+        let bytes: usize = stored.iter().map(|(_, value)| value.len() - PREFIXED.len()).sum();
+        assert!(bytes < 5000 * 5, "{bytes} bytes for 5000 keys");
         assert!(stored.windows(2).all(|pair| pair[0].0 < pair[1].0), "chunk keys ascend");
         // A key added, one removed, one registered again: one or two chunks change.
         for change in [("user-002500x", true), ("user-001234", false), ("user-000007", true)] {
@@ -400,17 +443,25 @@ mod tests {
     }
 
     #[test]
-    fn both_layouts_decode_to_their_timers() {
+    fn every_layout_decodes_to_its_timers() {
         let bucket = bucket_key(7, -5, 3);
         assert_eq!(split_bucket_key(&bucket), (-5, 3));
-        let packed = value(&["k1", "key2"]);
-        let timers = index_entry_timers(&bucket, &packed).expect("a bucket");
-        assert_eq!(timers, vec![(-5, 3, &b"k1"[..]), (-5, 3, &b"key2"[..])]);
+        let expected = vec![(-5, 3, b"k1".to_vec()), (-5, 3, b"key2".to_vec()), (-5, 3, b"key3".to_vec())];
+        let whole = value(&["k1", "key2", "key3"]);
+        assert_eq!(entry_timers(&bucket, &whole), Some(expected.clone()), "keys stored whole");
+        let (raw, prefixed) = chunk(&bucket, false, &[b"k1", b"key2", b"key3"]);
+        assert_eq!(raw, bucket.to_vec());
+        assert_eq!(prefixed, [&PREFIXED[..], &[0, 2], b"k1", &[1, 3], b"ey2", &[3, 1], b"3"].concat());
+        assert_eq!(entry_timers(&bucket, &prefixed), Some(expected), "keys stored by what they share");
         let single = super::super::layout::timer_index_key(7, 9, 2, b"k");
-        assert_eq!(index_entry_timers(&single, &[]), Some(vec![(9, 2, &b"k"[..])]));
+        assert_eq!(entry_timers(&single, &[]), Some(vec![(9, 2, b"k".to_vec())]));
         assert!(is_single(&single, &[]) && !is_single(&bucket, &[]));
-        assert_eq!(index_entry_timers(&[0; 5], &[]), None);
-        assert_eq!(index_entry_timers(&bucket, &[1, 0, 0]), None, "a value cut short");
+        assert_eq!(entry_timers(&[0; 5], &[]), None);
+        assert_eq!(entry_timers(&bucket, &[1, 0, 0]), None, "a value cut short");
+        assert_eq!(entry_timers(&bucket, &prefixed[..prefixed.len() - 1]), None, "a key cut short");
+        let too_shared = [&PREFIXED[..], &[0, 1], b"k", &[2, 1], b"x"].concat();
+        assert_eq!(entry_timers(&bucket, &too_shared), None, "a key sharing more than the one before has");
+        assert_eq!(entry_timers(&bucket, &PREFIXED), Some(Vec::new()), "no key");
     }
 
     #[test]

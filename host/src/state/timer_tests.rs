@@ -22,8 +22,8 @@ fn indexed(store: &StateStore) -> Result<Vec<(Vec<u8>, i64)>> {
     let entries = store.begin().scan_prefix(Cf::TimerIndex, &OPERATOR.to_be_bytes())?;
     Ok(entries
         .iter()
-        .flat_map(|(raw, value)| timer_buckets::index_entry_timers(raw, value).expect("an index entry"))
-        .map(|(expiry, _, key)| (key.to_vec(), expiry))
+        .flat_map(|(raw, value)| timer_buckets::entry_timers(raw, value).expect("an index entry"))
+        .map(|(expiry, _, key)| (key, expiry))
         .collect())
 }
 

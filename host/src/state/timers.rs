@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use super::layout;
 use super::store::{Cf, StateTxn};
 use super::timer_buckets::{
-    BucketChanges, BucketKey, bucket_key, entry_bucket, index_entry_timers, is_single, merged_keys, split_bucket_key,
+    BucketChanges, BucketKey, bucket_key, entry_bucket, is_single, merged_keys, split_bucket_key, visit_entry_timers,
 };
 use super::variables::corrupt;
 
@@ -111,11 +111,12 @@ impl Timers {
         let end = layout::prefix_end(&op).context("operator id out of range")?;
         let mut by_key = Vec::new();
         txn.visit_range(Cf::TimerIndex, &op, Some(&end), |raw, value| {
-            for (expiry, key_group, key) in index_entry_timers(raw, value).ok_or_else(|| corrupt("timer index"))? {
+            visit_entry_timers(raw, value, |expiry, key_group, key| {
                 if key_groups.contains(&key_group) {
                     by_key.push(layout::timer_key(&layout::key_prefix(operator, key_group, key), expiry));
                 }
-            }
+            })
+            .ok_or_else(|| corrupt("timer index"))?;
             Ok(true)
         })?;
         by_key.into_iter().for_each(|key| txn.put(Cf::Timers, key, Vec::new()));
@@ -197,13 +198,11 @@ impl Timers {
             if !owns(key_group) {
                 return Ok(true);
             }
-            let timers = index_entry_timers(raw, value).ok_or_else(|| corrupt("timer index"))?;
-            for (_, _, key) in timers {
-                match visiting {
-                    Some(_) => committed.push(key.to_vec()),
-                    None => out.push(expiry, key_group, key),
-                }
-            }
+            visit_entry_timers(raw, value, |_, _, key| match visiting {
+                Some(_) => committed.push(key.to_vec()),
+                None => out.push(expiry, key_group, key),
+            })
+            .ok_or_else(|| corrupt("timer index"))?;
             Ok(true)
         })?;
         if let Some((at, changes)) = visiting {

@@ -436,6 +436,27 @@ impl StateTxn {
         self.timers.below(end)
     }
 
+    /// The committed entries of a timer bucket, with this transaction's changes. A
+    /// bucket whose first chunk is not there holds none (see [`timer_buckets`]): most
+    /// of a window job's buckets are new, and a point lookup answers for them where a
+    /// range scan would build an iterator over every memtable and table file.
+    fn bucket_entries(&self, bucket: &BucketKey) -> Result<Vec<timer_buckets::Entry>> {
+        let end = layout::prefix_end(bucket);
+        let own = &self.overlay[Cf::TimerIndex as usize];
+        let changed = own.changed_keys() > 0
+            && own
+                .range(Bound::Included(&bucket[..]), end.as_deref().map_or(Bound::Unbounded, Bound::Excluded))
+                .next()
+                .is_some();
+        if !changed {
+            let handle = self.db.cf_handle(Cf::TimerIndex.name()).context("state column family missing")?;
+            if self.db.get_pinned_cf(handle, bucket)?.is_none() {
+                return Ok(Vec::new());
+            }
+        }
+        self.scan_range(Cf::TimerIndex, bucket, end.as_deref())
+    }
+
     /// Makes the changed timer buckets `Cf::TimerIndex` entries: rewrites the chunks of
     /// each bucket that its committed keys and this transaction's changes make differ
     /// (see [`timer_buckets`]). `ahead`: for a write ahead of the commit, which leaves
@@ -453,11 +474,7 @@ impl StateTxn {
         taken.sort_unstable_by_key(|(bucket, _)| *bucket);
         let mut writes = Vec::new();
         for (bucket, changes) in &taken {
-            let committed = if dropped(bucket) {
-                Vec::new()
-            } else {
-                self.scan_range(Cf::TimerIndex, bucket, layout::prefix_end(bucket).as_deref())?
-            };
+            let committed = if dropped(bucket) { Vec::new() } else { self.bucket_entries(bucket)? };
             let bucket_writes = timer_buckets::rechunk(bucket, &committed, changes)
                 .context("corrupt timer index entry in the state store (the bytes do not follow eddy's layout)")?;
             writes.extend(bucket_writes);

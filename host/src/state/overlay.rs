@@ -19,7 +19,7 @@ use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::{Bound, RangeBounds};
 
-use xxhash_rust::xxh3::Xxh3DefaultBuilder;
+use foldhash::fast::RandomState;
 
 use super::gallop;
 
@@ -131,7 +131,7 @@ pub struct Overlay {
     rest: BTreeMap<Vec<u8>, Change>,
     /// Every change, when the overlay is [`hashed`](Self::hashed) (the runs and `rest`
     /// then stay empty).
-    hashed: Option<HashMap<Vec<u8>, Change, Xxh3DefaultBuilder>>,
+    hashed: Option<HashMap<Vec<u8>, Change, RandomState>>,
 }
 
 impl Overlay {

@@ -131,7 +131,7 @@ impl StateStore {
             db: self.db.clone(),
             overlay: overlays(),
             timers: Default::default(),
-            prefetched: HashMap::new(),
+            prefetched: HashMap::default(),
             blind: Vec::new(),
             records: ChangeRecords::new(self.spare_chunks.clone()),
             dropped_ranges: Vec::new(),

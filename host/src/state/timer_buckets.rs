@@ -36,7 +36,8 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::OnceLock;
 
-use xxhash_rust::xxh3::{Xxh3DefaultBuilder, xxh3_64_with_seed};
+use foldhash::fast::RandomState;
+use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use super::layout::{from_sortable_i64, sortable_i64, split_timer_index_key};
 use super::shared_prefix::{push_part, read_part};
@@ -149,12 +150,12 @@ pub type Entry = (Vec<u8>, Vec<u8>);
 pub type EntryWrite = (Vec<u8>, Option<Vec<u8>>);
 
 /// A transaction's changes of one bucket: each key it registered (true) or deleted.
-pub type BucketChanges = HashMap<Box<[u8]>, bool, Xxh3DefaultBuilder>;
+pub type BucketChanges = HashMap<Box<[u8]>, bool, RandomState>;
 
 /// A transaction's timer changes, by bucket.
 #[derive(Debug, Default)]
 pub struct TimerBuckets {
-    buckets: HashMap<BucketKey, BucketChanges, Xxh3DefaultBuilder>,
+    buckets: HashMap<BucketKey, BucketChanges, RandomState>,
     /// How many (bucket, key) changes there are.
     changes: u64,
     /// The bytes of their keys.
@@ -172,7 +173,7 @@ impl TimerBuckets {
         let changes = self
             .buckets
             .entry(bucket)
-            .or_insert_with(|| HashMap::with_capacity_and_hasher(average.clamp(1, 1024), Xxh3DefaultBuilder::new()));
+            .or_insert_with(|| HashMap::with_capacity_and_hasher(average.clamp(1, 1024), RandomState::default()));
         if let Some(change) = changes.get_mut(key) {
             *change = registered;
             return false;

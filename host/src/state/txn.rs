@@ -29,7 +29,7 @@ pub struct StateTxn {
     /// `Cf::TimerIndex` entries at the commit or a write ahead.
     pub(super) timers: TimerBuckets,
     /// Committed `Cf::State` values read ahead by [`StateTxn::prefetch_state`].
-    pub(super) prefetched: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    pub(super) prefetched: HashMap<Vec<u8>, Option<Vec<u8>>, foldhash::fast::RandomState>,
     /// Changes of `Cf::State` the transaction does not read back, in order.
     pub(super) blind: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     /// Change-log records the transaction's stage made itself, in order: of the
@@ -216,7 +216,7 @@ impl StateTxn {
             db: self.db.clone(),
             overlay: overlays(),
             timers: TimerBuckets::default(),
-            prefetched: HashMap::new(),
+            prefetched: HashMap::default(),
             blind: std::mem::take(&mut self.blind),
             records: self.records.take(),
             dropped_ranges: Vec::new(),

@@ -211,10 +211,14 @@ impl ArrayDecoder for Timestamps {
                 Some(TapeElement::Number(idx)) => {
                     builder.append_value(integer(tape, p, idx, TIMESTAMP_TAKES, "TIMESTAMP")?);
                 }
-                Some(TapeElement::String(idx)) => match string_to_datetime(&self.tz, tape.get_string(idx)) {
-                    Ok(time) => builder.append_value(time.timestamp_micros()),
-                    Err(_) => return Err(refused(tape, p, TIMESTAMP_TAKES)),
-                },
+                Some(TapeElement::String(idx)) => {
+                    let text = tape.get_string(idx);
+                    let micros = match utc_text::utc_micros(text) {
+                        Some(micros) => Ok(micros),
+                        None => string_to_datetime(&self.tz, text).map(|time| time.timestamp_micros()),
+                    };
+                    builder.append_value(micros.map_err(|_| refused(tape, p, TIMESTAMP_TAKES))?);
+                }
                 Some(_) => return Err(refused(tape, p, TIMESTAMP_TAKES)),
             }
         }
@@ -331,6 +335,8 @@ fn write_string(text: &str, out: &mut String) {
 fn hex_digit(byte: u8) -> Option<u8> {
     char::from(byte).to_digit(16).and_then(|digit| u8::try_from(digit).ok())
 }
+
+mod utc_text;
 
 #[cfg(test)]
 mod tests;

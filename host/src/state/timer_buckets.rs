@@ -20,9 +20,9 @@
 //!
 //! A part stores a key by what it shares with the key before (a chunk's first key
 //! shares nothing): keys in order differ in their last bytes, and a window job's
-//! timers, one per key, took 20 bytes each stored whole. A bucket that holds a key has
-//! its first chunk, keyed by the bucket alone: one point lookup says whether a bucket
-//! holds anything.
+//! timers, one per key, took 20 bytes each stored whole. A bucket that holds a key in
+//! chunks has its first chunk, keyed by the bucket alone: one point lookup says
+//! whether it holds any.
 //!
 //! Earlier stores hold chunks whose keys are stored whole (each key's u32 length,
 //! little-endian, then the key), or one entry per timer, with the other chunks' key and

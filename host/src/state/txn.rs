@@ -437,9 +437,11 @@ impl StateTxn {
     }
 
     /// The committed entries of a timer bucket, with this transaction's changes. A
-    /// bucket whose first chunk is not there holds none (see [`timer_buckets`]): most
-    /// of a window job's buckets are new, and a point lookup answers for them where a
-    /// range scan would build an iterator over every memtable and table file.
+    /// bucket whose first chunk is not there holds none (see [`timer_buckets`]; the
+    /// entries of the one-per-timer layout are deleted by the transaction that packs
+    /// them, and so scanned): most of a window job's buckets are new, and a point
+    /// lookup answers for them where a range scan would build an iterator over every
+    /// memtable and table file.
     fn bucket_entries(&self, bucket: &BucketKey) -> Result<Vec<timer_buckets::Entry>> {
         let end = layout::prefix_end(bucket);
         let own = &self.overlay[Cf::TimerIndex as usize];

@@ -9,6 +9,10 @@
 //!
 //! `<sha256>-<engine digest, 16 hex>.cwasm`:
 //! `EDDYCW01` · module SHA-256 (32 bytes) · engine digest (32) · MAC (32) · artifact.
+//!
+//! Every module version a machine ever ran would stay, tens of MB each for a Python or
+//! JavaScript one: past [`MAX_CACHE_BYTES`] a write removes the files used least
+//! recently (a read marks its file used).
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -20,6 +24,9 @@ use wasmtime::Engine;
 const MAGIC: &[u8; 8] = b"EDDYCW01";
 const HEADER_BYTES: usize = MAGIC.len() + 3 * 32;
 const KEY_FILE: &str = "cache.key";
+
+/// How many bytes of compiled modules the cache keeps.
+const MAX_CACHE_BYTES: u64 = 2 << 30;
 
 /// A cache directory and its secret.
 pub(super) struct ModuleCache {
@@ -66,6 +73,11 @@ impl ModuleCache {
             bail!("its integrity check fails (damaged, or not written with this cache's key)");
         }
         bytes.drain(..HEADER_BYTES);
+        // Marked used, for the pruning of a later write (a file that cannot be marked
+        // is only the first to go).
+        if let Ok(handle) = std::fs::File::options().write(true).open(&file) {
+            let _ = handle.set_modified(std::time::SystemTime::now());
+        }
         Ok(Some(bytes))
     }
 
@@ -78,7 +90,36 @@ impl ModuleCache {
         bytes.extend_from_slice(&self.engine);
         bytes.extend_from_slice(&mac(&self.key, &module, &self.engine, artifact));
         bytes.extend_from_slice(artifact);
-        crate::util::fs::write_atomic(&self.file(module_sha256), &bytes)
+        let file = self.file(module_sha256);
+        crate::util::fs::write_atomic(&file, &bytes)?;
+        prune(&self.dir, &file, MAX_CACHE_BYTES);
+        Ok(())
+    }
+}
+
+/// Removes the compiled modules of `dir` used least recently (but `keep`) until they
+/// take at most `max_bytes`. Best effort: a file another process removed first, or one
+/// that cannot be removed, is passed over.
+fn prune(dir: &Path, keep: &Path, max_bytes: u64) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let path = entry.path();
+            let metadata = entry.metadata().ok()?;
+            let cached = path.extension().is_some_and(|extension| extension == "cwasm") && metadata.is_file();
+            cached.then(|| (metadata.modified().unwrap_or(std::time::UNIX_EPOCH), metadata.len(), path))
+        })
+        .collect();
+    let mut total: u64 = files.iter().map(|(_, len, _)| len).sum();
+    files.sort();
+    for (_, len, path) in files {
+        if total <= max_bytes {
+            break;
+        }
+        if path != keep && std::fs::remove_file(&path).is_ok() {
+            total -= len;
+        }
     }
 }
 
@@ -202,6 +243,33 @@ mod tests {
         // Test case 6: a key longer than the block is hashed first.
         let mac = hmac_sha256(&[0xaa; 131], &[b"Test Using Larger Than Block-Size Key - Hash Key First"]);
         assert_eq!(hex(&mac), "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+    }
+
+    #[test]
+    fn past_its_size_the_cache_removes_the_modules_used_least_recently() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let engine = Engine::default();
+        let cache = ModuleCache::open(dir.path(), &engine)?;
+        let sha = |n: u8| hex(&[n; 32]);
+        let now = std::time::SystemTime::now();
+        for n in 0..4u8 {
+            cache.write(&sha(n), &[n; 1000])?;
+            // Written a minute apart, the first the oldest.
+            let at = now - std::time::Duration::from_secs(60 * u64::from(4 - n));
+            std::fs::File::options().write(true).open(cache.file(&sha(n)))?.set_modified(at)?;
+        }
+        // Module 0, the oldest written, is read: now the most recently used.
+        assert_eq!(cache.read(&sha(0))?, Some(vec![0; 1000]));
+        let file_bytes = (HEADER_BYTES + 1000) as u64;
+        prune(dir.path(), &cache.file(&sha(3)), 2 * file_bytes);
+        let left: Vec<bool> = (0..4).map(|n| cache.file(&sha(n)).exists()).collect();
+        assert_eq!(left, [true, false, false, true], "modules 1 and 2 were used least recently");
+        assert!(dir.path().join(KEY_FILE).exists(), "the key is no module");
+        // The file just written stays, even alone over the size.
+        prune(dir.path(), &cache.file(&sha(3)), 1);
+        let left: Vec<bool> = (0..4).map(|n| cache.file(&sha(n)).exists()).collect();
+        assert_eq!(left, [false, false, false, true]);
+        Ok(())
     }
 
     #[test]

@@ -233,3 +233,40 @@ impl Timers {
         Ok(found)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keys that share long starts, end in zero bytes or lie one inside another: put
+    /// in the order a stable sort by (key group, key bytes) gives.
+    #[test]
+    fn due_timers_sort_key_after_key_keeping_each_keys_order() {
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = |below: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % below
+        };
+        for shared in [0, 3, 11] {
+            let mut due = DueTimers::default();
+            let mut expected = Vec::new();
+            for expiry in 0..2_000 {
+                let mut key = vec![7u8; shared];
+                for _ in 0..next(14) {
+                    key.push([0, 1, 0xff, b'a' + next(3) as u8][next(4) as usize]);
+                }
+                let key_group = next(3) as u16;
+                due.push(expiry, key_group, &key);
+                expected.push((key_group, key, expiry));
+            }
+            expected.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+            due.sort_by_key();
+            let sorted: Vec<(u16, Vec<u8>, i64)> =
+                due.iter().map(|timer| (timer.key_group, timer.key.to_vec(), timer.expiry)).collect();
+            assert_eq!(sorted, expected, "keys sharing {shared} bytes");
+        }
+        DueTimers::default().sort_by_key();
+    }
+}

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use rocksdb::IteratorMode;
 
-use super::tests::Draws;
 use super::*;
+use crate::util::draws::Draws;
 
 /// Every entry of `cf` in the family itself.
 fn family(store: &StateStore, cf: Cf) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {

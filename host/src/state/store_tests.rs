@@ -7,6 +7,7 @@ use rocksdb::IteratorMode;
 
 use super::*;
 use crate::pipeline::CHANGE_OVERHEAD_BYTES;
+use crate::util::draws::Draws;
 
 /// A change's key and new value (`None`: deleted).
 type Logged = (Vec<u8>, Option<Vec<u8>>);
@@ -195,18 +196,6 @@ fn a_packed_entry_is_stored_and_its_records_logged_as_they_are() -> Result<()> {
     ];
     assert_eq!(logged(&store)?, vec![(7, entries)]);
     Ok(())
-}
-
-/// A small deterministic pseudo-random sequence (xorshift64).
-pub(super) struct Draws(pub(super) u64);
-
-impl Draws {
-    pub(super) fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
 }
 
 /// Commits 60 batches of random state changes, of every kind a transaction makes, to

@@ -4,9 +4,9 @@
 
 use std::collections::BTreeSet;
 
-use super::tests::Draws;
 use super::*;
 use crate::state::{KeyScope, Timers, layout, timer_buckets};
+use crate::util::draws::Draws;
 
 const OPERATOR: u16 = 3;
 const KEY_GROUPS: u16 = 4;

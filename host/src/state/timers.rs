@@ -237,18 +237,14 @@ impl Timers {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::util::draws::Draws;
 
     /// Keys that share long starts, end in zero bytes or lie one inside another: put
     /// in the order a stable sort by (key group, key bytes) gives.
     #[test]
     fn due_timers_sort_key_after_key_keeping_each_keys_order() {
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = |below: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % below
-        };
+        let mut draws = Draws(0x9e37_79b9_7f4a_7c15);
+        let mut next = |below: u64| draws.below(below);
         for shared in [0, 3, 11] {
             let mut due = DueTimers::default();
             let mut expected = Vec::new();

@@ -2,6 +2,8 @@
 //! interrupted ones, the clock and ISO-8601 timestamps, random ids, cache hints.
 
 mod cache;
+#[cfg(test)]
+pub mod draws;
 pub mod fs;
 mod time;
 mod uuid;

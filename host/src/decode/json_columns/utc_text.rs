@@ -71,6 +71,7 @@ mod tests {
     use arrow::compute::kernels::cast_utils::string_to_datetime;
 
     use super::*;
+    use crate::util::draws::Draws;
 
     /// arrow's parser: the reference every spelling read here must agree with.
     fn reference(text: &str) -> Option<i64> {
@@ -80,13 +81,8 @@ mod tests {
 
     #[test]
     fn the_usual_spelling_reads_as_arrows_parser_reads_it() {
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = |below: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % below
-        };
+        let mut draws = Draws(0x2545_f491_4f6c_dd1d);
+        let mut next = |below: u64| draws.below(below);
         for _ in 0..20_000 {
             let year = next(10_000);
             let (month, day) = (1 + next(12), 1 + next(31));

@@ -17,9 +17,6 @@
 //! Output: `unit STRING, window_start TIMESTAMP, window_end TIMESTAMP, min DOUBLE,
 //! max DOUBLE, avg DOUBLE, count BIGINT`.
 
-use std::borrow::Cow;
-use std::collections::BTreeMap;
-
 use eddy_guest::{
     DataType, ExpiredTimer, InitContext, Key, MapState, Output, Result, Rows, Schema, StatefulProcessor, TimeMode,
     TimerValues, Timers, Ttl, ValueState, bail, export_processor, row,
@@ -128,29 +125,42 @@ impl StatefulProcessor for FreezerStats {
         timer_values: &TimerValues,
         _output: &mut Output,
     ) -> Result<()> {
-        let mut batch: BTreeMap<i64, Stats> = BTreeMap::new();
+        // The rows' windows, in the order first seen (a key's rows of one batch fall
+        // in a few windows: a short list beats a map).
+        let mut batch: Vec<(i64, Stats)> = Vec::new();
         let mut late = 0;
         let values = rows.column(self.value_column.as_str())?;
         // By the column's type, not by trying `f64s` first: its error (a formatted
         // message) would be built and dropped for every key of a BIGINT column.
-        let readings: Cow<[f64]> = match values.field().data_type {
-            DataType::Int64 => Cow::Owned(values.i64s()?.iter().map(|v| *v as f64).collect()),
-            _ => Cow::Borrowed(values.f64s()?),
+        let (integers, doubles) = match values.field().data_type {
+            DataType::Int64 => (values.i64s()?, &[][..]),
+            _ => (&[][..], values.f64s()?),
+        };
+        let reading = |row: usize| match integers.get(row) {
+            Some(integer) => Some(*integer as f64),
+            None => doubles.get(row).copied(),
         };
         let times = rows.column(self.time_column.as_str())?;
-        for (row, (reading, ts)) in readings.iter().zip(times.timestamps()?).enumerate() {
-            if values.is_null(row) || times.is_null(row) {
+        for (row, ts) in times.timestamps()?.iter().enumerate() {
+            let Some(reading) = reading(row).filter(|_| !values.is_null(row) && !times.is_null(row)) else {
                 continue;
-            }
+            };
             let start = ts.div_euclid(self.window_micros) * self.window_micros;
             let end = start + self.window_micros;
             if timer_values.watermark.is_some_and(|watermark| end <= watermark) {
                 late += 1;
                 continue;
             }
-            let empty = Stats { min: f64::INFINITY, max: f64::NEG_INFINITY, sum: 0.0, count: 0 };
-            batch.entry(start).or_insert(empty).add(*reading);
+            match batch.iter_mut().find(|(open, _)| *open == start) {
+                Some((_, stats)) => stats.add(reading),
+                None => {
+                    let mut stats = Stats { min: f64::INFINITY, max: f64::NEG_INFINITY, sum: 0.0, count: 0 };
+                    stats.add(reading);
+                    batch.push((start, stats));
+                }
+            }
         }
+        batch.sort_unstable_by_key(|(start, _)| *start);
         for (start, stats) in batch {
             let merged = match self.windows.get(&start)? {
                 Some(previous) => previous.merge(stats),

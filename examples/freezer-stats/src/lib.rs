@@ -125,8 +125,8 @@ impl StatefulProcessor for FreezerStats {
         timer_values: &TimerValues,
         _output: &mut Output,
     ) -> Result<()> {
-        // The rows' windows, in the order first seen (a key's rows of one batch fall
-        // in a few windows: a short list beats a map).
+        // The rows' windows in order of their start: a key's rows of one batch mostly
+        // fall in one or two windows, where a sorted list costs less than a map.
         let mut batch: Vec<(i64, Stats)> = Vec::new();
         let mut late = 0;
         let values = rows.column(self.value_column.as_str())?;
@@ -151,16 +151,15 @@ impl StatefulProcessor for FreezerStats {
                 late += 1;
                 continue;
             }
-            match batch.iter_mut().find(|(open, _)| *open == start) {
-                Some((_, stats)) => stats.add(reading),
-                None => {
+            match batch.binary_search_by_key(&start, |(open, _)| *open) {
+                Ok(at) => batch[at].1.add(reading),
+                Err(at) => {
                     let mut stats = Stats { min: f64::INFINITY, max: f64::NEG_INFINITY, sum: 0.0, count: 0 };
                     stats.add(reading);
-                    batch.push((start, stats));
+                    batch.insert(at, (start, stats));
                 }
             }
         }
-        batch.sort_unstable_by_key(|(start, _)| *start);
         for (start, stats) in batch {
             let merged = match self.windows.get(&start)? {
                 Some(previous) => previous.merge(stats),
@@ -234,6 +233,42 @@ mod tests {
         assert_eq!(h.value_state::<i64>("late_readings", &row!["u1"])?, Some(1));
         let out = h.set_watermark(20 * MINUTE)?;
         assert_eq!(out.to_values()[0][6], Value::from(2));
+        Ok(())
+    }
+
+    #[test]
+    fn bigint_rows_out_of_time_order_fold_into_their_windows() -> Result<()> {
+        const SECOND: i64 = 1_000_000;
+        let mut h = Harness::<FreezerStats>::builder("user STRING, amount BIGINT, ts TIMESTAMP", "user STRING")
+            .config(r#"{"window_seconds": 10, "value_column": "amount", "key_name": "user"}"#)
+            .event_time_column("ts")
+            .build()?;
+        // (amount, second): out of time order, over the windows 0, 10, 20 and 30 s.
+        let readings = [(5, 31), (7, 2), (-3, 25), (4, 9), (11, 12), (6, 0), (2, 39), (9, 15), (1, 21), (8, 3)];
+        let rows: Vec<_> = readings.iter().map(|(amount, second)| row!["u", *amount, second * SECOND]).collect();
+        assert!(h.feed(&row!["u"], &rows)?.is_empty());
+        let out = h.set_watermark(40 * SECOND)?;
+        // The reference: each window's readings gathered naively.
+        let expected: Vec<Vec<Value>> = (0..4)
+            .map(|window| {
+                let of_window: Vec<f64> = readings
+                    .iter()
+                    .filter(|(_, second)| second / 10 == window)
+                    .map(|(amount, _)| *amount as f64)
+                    .collect();
+                let sum: f64 = of_window.iter().sum();
+                vec![
+                    Value::from("u"),
+                    Value::Timestamp(window * 10 * SECOND),
+                    Value::Timestamp((window + 1) * 10 * SECOND),
+                    Value::from(of_window.iter().copied().fold(f64::INFINITY, f64::min)),
+                    Value::from(of_window.iter().copied().fold(f64::NEG_INFINITY, f64::max)),
+                    Value::from(sum / of_window.len() as f64),
+                    Value::from(of_window.len() as i64),
+                ]
+            })
+            .collect();
+        assert_eq!(out.to_values(), expected);
         Ok(())
     }
 }

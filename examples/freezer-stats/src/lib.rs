@@ -65,6 +65,9 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// No readings yet.
+    const EMPTY: Stats = Stats { min: f64::INFINITY, max: f64::NEG_INFINITY, sum: 0.0, count: 0 };
+
     fn add(&mut self, reading: f64) {
         self.min = self.min.min(reading);
         self.max = self.max.max(reading);
@@ -142,9 +145,10 @@ impl StatefulProcessor for FreezerStats {
         };
         let times = rows.column(self.time_column.as_str())?;
         for (row, ts) in times.timestamps()?.iter().enumerate() {
-            let Some(reading) = reading(row).filter(|_| !values.is_null(row) && !times.is_null(row)) else {
+            if values.is_null(row) || times.is_null(row) {
                 continue;
-            };
+            }
+            let Some(reading) = reading(row) else { continue };
             let start = ts.div_euclid(self.window_micros) * self.window_micros;
             let end = start + self.window_micros;
             if timer_values.watermark.is_some_and(|watermark| end <= watermark) {
@@ -154,7 +158,7 @@ impl StatefulProcessor for FreezerStats {
             match batch.binary_search_by_key(&start, |(open, _)| *open) {
                 Ok(at) => batch[at].1.add(reading),
                 Err(at) => {
-                    let mut stats = Stats { min: f64::INFINITY, max: f64::NEG_INFINITY, sum: 0.0, count: 0 };
+                    let mut stats = Stats::EMPTY;
                     stats.add(reading);
                     batch.insert(at, (start, stats));
                 }

@@ -132,7 +132,9 @@ impl ShardedOperator {
         let per_shard = keys_of_ranges(&keys, &self.ranges);
         let parts = self.shards.iter_mut().zip(txns).zip(per_shard);
         let results = on_threads(parts, "a shard's thread", |((operator, txn), groups)| {
-            operator.run_grouped(store, txn, input, groups, time)
+            let mut shard_output = operator.run_grouped(store, txn, input, groups, time)?;
+            shard_output.txn.pack_timers_for_commit()?;
+            Ok(shard_output)
         });
         let stats = StageStats { name: STAGE_NAME.to_string(), ..StageStats::default() };
         let mut output = StageOutput { txns: Vec::new(), rows: Vec::new(), stats };

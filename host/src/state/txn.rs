@@ -459,6 +459,15 @@ impl StateTxn {
         self.scan_range(Cf::TimerIndex, bucket, end.as_deref())
     }
 
+    /// Packs the timer changes into timer-index entries now, on the caller's thread,
+    /// rather than at the commit (which then finds none left): a sharded stage packs
+    /// each shard's on the shard's own thread, in parallel, where the commit packs them
+    /// one after another. For a transaction its stage is done with (no write ahead
+    /// follows: it would write the packed buckets of a range the commit drops).
+    pub fn pack_timers_for_commit(&mut self) -> Result<()> {
+        self.pack_timers(false)
+    }
+
     /// Makes the changed timer buckets `Cf::TimerIndex` entries: rewrites the chunks of
     /// each bucket that its committed keys and this transaction's changes make differ
     /// (see [`timer_buckets`]). `ahead`: for a write ahead of the commit, which leaves

@@ -19,11 +19,14 @@ fn family(store: &StateStore, cf: Cf) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         .collect()
 }
 
+/// Each batch's changes by key (`None`: deleted).
+type ChangesByBatch = BTreeMap<u64, BTreeMap<Vec<u8>, Option<Vec<u8>>>>;
+
 /// Each batch's changes as the change log has them (`eddy state read --changes`), the
 /// last change of each key.
-fn logged_changes(store: &StateStore) -> Result<BTreeMap<u64, BTreeMap<Vec<u8>, Option<Vec<u8>>>>> {
+fn logged_changes(store: &StateStore) -> Result<ChangesByBatch> {
     let handle = store.cf_handle(CHANGELOG)?;
-    let mut batches: BTreeMap<u64, BTreeMap<Vec<u8>, Option<Vec<u8>>>> = BTreeMap::new();
+    let mut batches = ChangesByBatch::new();
     for item in store.db.iterator_cf(handle, IteratorMode::Start) {
         let (key, value) = item?;
         let (batch, changes) = changelog::decode_entry(&key, &value, View::Entries)?;

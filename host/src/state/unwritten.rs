@@ -90,20 +90,26 @@ pub fn catch_up(db: &DB, state_cf: &ColumnFamily, changelog_cf: &ColumnFamily, m
     Ok(true)
 }
 
+/// An entry as RocksDB's iterator hands it over: its key and value.
+type FamilyEntry = (Box<[u8]>, Box<[u8]>);
+
+/// An entry of the committed state: its key and value, borrowed from a change or owned.
+type MergedEntry<'a> = (Cow<'a, [u8]>, Cow<'a, [u8]>);
+
 /// The entries with `start <= key < end` of `family` (the `state` family's, in key
 /// order) with `changes` (in key order; `None`: deleted) in place of the family's
 /// entries of their keys: what the committed state holds there.
 pub fn merge_changes<'a, I>(
     family: I,
     changes: Vec<(&'a [u8], Option<&'a [u8]>)>,
-) -> impl Iterator<Item = Result<(Cow<'a, [u8]>, Cow<'a, [u8]>)>>
+) -> impl Iterator<Item = Result<MergedEntry<'a>>>
 where
-    I: Iterator<Item = Result<(Box<[u8]>, Box<[u8]>), rocksdb::Error>>,
+    I: Iterator<Item = Result<FamilyEntry, rocksdb::Error>>,
 {
     let mut family = family;
     let mut changes = changes.into_iter().peekable();
     // The family's next entry, read ahead.
-    let mut next: Option<(Box<[u8]>, Box<[u8]>)> = None;
+    let mut next: Option<FamilyEntry> = None;
     std::iter::from_fn(move || {
         loop {
             if next.is_none() {

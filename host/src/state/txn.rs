@@ -462,8 +462,9 @@ impl StateTxn {
     /// Packs the timer changes into timer-index entries now, on the caller's thread,
     /// rather than at the commit (which then finds none left): a sharded stage packs
     /// each shard's on the shard's own thread, in parallel, where the commit would pack
-    /// them one shard after another. For a transaction whose timers change no more (a
-    /// bucket under a range the commit drops would be packed anew without them).
+    /// them one shard after another. For a transaction whose timers change no more: the
+    /// commit would pack a bucket under a range it drops anew, from the later changes
+    /// alone.
     pub fn pack_timers_for_commit(&mut self) -> Result<()> {
         self.pack_timers(false)
     }

@@ -34,6 +34,11 @@ use super::unwritten::WRITE_EVERY_BATCHES;
 /// the list's spare room), its length prefix and the allocator's rounding.
 const ENTRY_OVERHEAD_BYTES: usize = 64;
 
+/// How far past a read's first entry the entries whose bytes it prefetches start, and
+/// how many: about the entries of the next key or two (a key holds two or three).
+const READ_AHEAD_FROM: usize = 2;
+const READ_AHEAD_ENTRIES: usize = 6;
+
 /// What one unwritten key is counted as beyond its bytes.
 const UNWRITTEN_OVERHEAD_BYTES: usize = 48;
 
@@ -123,6 +128,11 @@ impl ResidentState {
     ) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
         let from = search(&self.entries, prefix, finger.get()).unwrap_or_else(|at| at);
         finger.set(from);
+        // The next reads (keys in order) search and walk the entries just after these:
+        // their bytes, each an allocation of its own, start loading now.
+        for ahead in self.entries.iter().skip(from + READ_AHEAD_FROM).take(READ_AHEAD_ENTRIES) {
+            ahead.prefetch();
+        }
         self.entries[from..]
             .iter()
             .take_while(move |held| held.key().starts_with(prefix))

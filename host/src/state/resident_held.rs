@@ -1,5 +1,7 @@
 //! One entry of the in-memory copy of the state ([`resident`](super::resident)).
 
+use crate::util::prefetch;
+
 /// One key of the copy: its key and committed value in one allocation (a read that
 /// finds the key has its value in the same few cache lines), and whether the `state`
 /// family differs.
@@ -37,6 +39,11 @@ impl Held {
 
     pub(super) fn value(&self) -> Option<&[u8]> {
         self.has_value.then(|| &self.bytes[4 + self.key_len()..])
+    }
+
+    /// Starts loading the entry's key and value into the CPU's caches.
+    pub(super) fn prefetch(&self) {
+        prefetch(&*self.bytes);
     }
 
     /// Whether the key is gone (deleted, and the family lacks it or has the deletion):

@@ -3,12 +3,14 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_writer::{ArrowLeafColumn, compute_leaves};
 use parquet::basic::Compression;
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{DEFAULT_MAX_ROW_GROUP_ROW_COUNT, WriterProperties};
+use rayon::prelude::*;
 
 use super::Sink;
 use super::part_files::{PartFiles, SinkOwner, no_rows};
@@ -45,21 +47,90 @@ impl Sink for ParquetFileSink {
     }
 }
 
+/// Rows per row group (the Parquet writer's default): more rows make several groups.
+const ROW_GROUP_ROWS: usize = DEFAULT_MAX_ROW_GROUP_ROW_COUNT;
+
 /// One Parquet file holding `rows`, whose columns must match `schema`.
 fn encode(schema: &SchemaRef, rows: &[RecordBatch]) -> Result<Vec<u8>> {
+    encode_in_groups(schema, rows, ROW_GROUP_ROWS)
+}
+
+/// [`encode`] with row groups of at most `group_rows` rows. The columns of each row
+/// group are encoded in parallel: dictionary encoding and compression are most of a
+/// sink's work, and the query waits for it.
+fn encode_in_groups(schema: &SchemaRef, rows: &[RecordBatch], group_rows: usize) -> Result<Vec<u8>> {
     let properties = WriterProperties::builder().set_compression(Compression::SNAPPY).build();
-    let mut writer = ArrowWriter::try_new(Vec::new(), schema.clone(), Some(properties))?;
+    // The Arrow writer puts the Arrow schema into the file's metadata; its parts then
+    // write the row groups.
+    let (mut file, columns) =
+        ArrowWriter::try_new(Vec::new(), schema.clone(), Some(properties))?.into_serialized_writer()?;
+    let mut batches = Vec::with_capacity(rows.len());
     for batch in rows.iter().filter(|batch| batch.num_rows() > 0) {
         if batch.schema_ref() == schema {
-            writer.write(batch)?;
+            batches.push(batch.clone());
         } else {
             // Same columns, but e.g. different metadata: relabel them with the sink's schema.
-            let relabelled = RecordBatch::try_new(schema.clone(), batch.columns().to_vec())
-                .context("the output rows do not match the output schema")?;
-            writer.write(&relabelled)?;
+            batches.push(
+                RecordBatch::try_new(schema.clone(), batch.columns().to_vec())
+                    .context("the output rows do not match the output schema")?,
+            );
         }
     }
-    Ok(writer.into_inner()?)
+    for (index, group) in row_groups(&batches, group_rows).into_iter().enumerate() {
+        let writers = columns.create_column_writers(index)?;
+        // Each writer's leaf column (a nested column has several) of every batch.
+        let mut leaves: Vec<Vec<ArrowLeafColumn>> = writers.iter().map(|_| Vec::new()).collect();
+        for batch in &group {
+            let mut batch_leaves = Vec::with_capacity(leaves.len());
+            for (field, column) in schema.fields().iter().zip(batch.columns()) {
+                batch_leaves.extend(compute_leaves(field, column)?);
+            }
+            if batch_leaves.len() != leaves.len() {
+                bail!("the output rows have {} leaf columns where the schema has {}", batch_leaves.len(), leaves.len());
+            }
+            for (column, leaf) in leaves.iter_mut().zip(batch_leaves) {
+                column.push(leaf);
+            }
+        }
+        let chunks = writers
+            .into_par_iter()
+            .zip(leaves)
+            .map(|(mut writer, leaves)| {
+                for leaf in &leaves {
+                    writer.write(leaf)?;
+                }
+                writer.close()
+            })
+            .collect::<parquet::errors::Result<Vec<_>>>()?;
+        let mut row_group = file.next_row_group()?;
+        for chunk in chunks {
+            chunk.append_to_row_group(&mut row_group)?;
+        }
+        row_group.close()?;
+    }
+    Ok(file.into_inner()?)
+}
+
+/// `batches` cut into groups of at most `max_rows` rows (slices, not copies).
+fn row_groups(batches: &[RecordBatch], max_rows: usize) -> Vec<Vec<RecordBatch>> {
+    let (mut groups, mut group, mut room) = (Vec::new(), Vec::new(), max_rows);
+    for batch in batches {
+        let mut offset = 0;
+        while offset < batch.num_rows() {
+            let take = room.min(batch.num_rows() - offset);
+            group.push(batch.slice(offset, take));
+            offset += take;
+            room -= take;
+            if room == 0 {
+                groups.push(std::mem::take(&mut group));
+                room = max_rows;
+            }
+        }
+    }
+    if !group.is_empty() {
+        groups.push(group);
+    }
+    groups
 }
 
 #[cfg(test)]
@@ -138,6 +209,20 @@ mod tests {
         assert_eq!(all, expected);
         let readings = all.column(1).as_any().downcast_ref::<Float64Array>().ok_or_else(|| anyhow::anyhow!("f64"))?;
         assert!(readings.is_null(1));
+        Ok(())
+    }
+
+    #[test]
+    fn rows_past_a_row_group_fill_several_groups_in_order() -> Result<()> {
+        let first = batch(vec!["a", "b", "c"], vec![Some(1.0), None, Some(3.0)], vec![1, 2, 3], vec![None; 3])?;
+        let second = batch(vec!["d", "e"], vec![None, Some(5.0)], vec![4, 5], vec![Some(4), Some(5)])?;
+        let bytes = encode_in_groups(&schema(), &[first.clone(), second.clone()], 2)?;
+        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes))?;
+        let groups: Vec<i64> = builder.metadata().row_groups().iter().map(|group| group.num_rows()).collect();
+        assert_eq!(groups, vec![2, 2, 1]);
+        let read = builder.build()?.collect::<Result<Vec<_>, _>>()?;
+        let all = arrow::compute::concat_batches(&schema(), &read)?;
+        assert_eq!(all, arrow::compute::concat_batches(&schema(), &[first, second])?);
         Ok(())
     }
 

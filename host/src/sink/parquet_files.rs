@@ -111,8 +111,10 @@ fn encode_in_groups(schema: &SchemaRef, rows: &[RecordBatch], group_rows: usize)
     Ok(file.into_inner()?)
 }
 
-/// `batches` cut into groups of at most `max_rows` rows (slices, not copies).
+/// `batches` cut into groups of at most `max_rows` rows (at least one; slices, not
+/// copies).
 fn row_groups(batches: &[RecordBatch], max_rows: usize) -> Vec<Vec<RecordBatch>> {
+    let max_rows = max_rows.max(1);
     let (mut groups, mut group, mut room) = (Vec::new(), Vec::new(), max_rows);
     for batch in batches {
         let mut offset = 0;

@@ -2,7 +2,8 @@
 //! cache, the sandbox, the host side of the contract, and instances.
 //!
 //! The contract's types live in [`crate::contract`]; here is only the runtime:
-//! - `runtime.rs`: the engine, loading modules, the contract-version check;
+//! - `runtime.rs`: the engines, loading modules, the contract-version check;
+//! - `inlining.rs`: which modules are compiled with inlining (those with little code);
 //! - `module_cache.rs`: compiled modules on disk, each bound to its module and engine;
 //! - `instance.rs`: one instance and its calls, each under a deadline and a memory cap;
 //! - `guest_error.rs`: what a failed call or instantiation means, said for the user;
@@ -15,6 +16,7 @@ mod bindings;
 mod guest_error;
 mod host;
 mod imports;
+mod inlining;
 mod instance;
 mod module_cache;
 mod runtime;

@@ -1,15 +1,15 @@
-//! The WebAssembly runtime: one wasmtime engine per process, modules compiled once
+//! The WebAssembly runtime: wasmtime engines (with and without inlining), modules compiled once
 //! and cached on disk ([`super::module_cache`]), and the contract-version check.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Engine, Inlining, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::bindings::{Processor, ProcessorPre};
 use super::host::HostState;
@@ -21,12 +21,58 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 /// The largest linear memory any instance may have; per-operator caps are lower.
 const MAX_INSTANCE_MEMORY: usize = 4 << 30;
 
-/// The process-wide WebAssembly engine, its linker and the compiled-module cache.
+/// The process-wide WebAssembly engines, their linkers and the compiled-module cache.
 #[derive(Clone)]
 pub struct WasmRuntime {
+    /// For modules compiled as they are.
+    plain: Compiler,
+    /// For modules compiled with inlining (see [`super::inlining`]), made for the first.
+    inlining: Arc<OnceLock<std::result::Result<Compiler, String>>>,
+    cache_dir: Option<PathBuf>,
+}
+
+/// An engine and the linker of eddy's imports for it.
+#[derive(Clone)]
+struct Compiler {
     engine: Engine,
     linker: Arc<Linker<HostState>>,
-    cache_dir: Option<PathBuf>,
+    inlining: bool,
+}
+
+impl Compiler {
+    /// An engine with the component model, the pooling allocator and epoch deadlines
+    /// (and inlining within modules when `inlining`).
+    fn new(inlining: bool) -> Result<Self> {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(256)
+            .total_core_instances(1024)
+            .total_memories(512)
+            .total_tables(512)
+            .max_memory_size(MAX_INSTANCE_MEMORY);
+        let mut config = Config::new();
+        config
+            .wasm_component_model(true)
+            .concurrency_support(false)
+            .epoch_interruption(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        if inlining {
+            config.compiler_inlining(Inlining::Yes);
+        }
+        // `EDDY_WASM_PERF_MAP=1` names the guests' compiled functions for `perf`
+        // (in /tmp/perf-PID.map), so a profile shows where a processor spends its time.
+        if std::env::var_os("EDDY_WASM_PERF_MAP").is_some_and(|value| value == "1") {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
+        let engine =
+            Engine::new(&config).map_err(anyhow::Error::from).context("cannot start the WebAssembly engine")?;
+        start_epoch_ticker(&engine);
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(anyhow::Error::from)?;
+        super::waits::add_to_linker(&mut linker).map_err(anyhow::Error::from)?;
+        Processor::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |state| state)
+            .map_err(anyhow::Error::from)?;
+        Ok(Compiler { engine, linker: Arc::new(linker), inlining })
+    }
 }
 
 /// A compiled, version-checked, pre-linked processor module.
@@ -44,35 +90,18 @@ pub struct Module {
 }
 
 impl WasmRuntime {
-    /// An engine with the component model, the pooling allocator and epoch deadlines,
-    /// caching compiled modules under `cache_dir` (no caching when `None`).
+    /// The engines, caching compiled modules under `cache_dir` (no caching when `None`).
     pub fn new(cache_dir: Option<PathBuf>) -> Result<Self> {
-        let mut pool = PoolingAllocationConfig::default();
-        pool.total_component_instances(256)
-            .total_core_instances(1024)
-            .total_memories(512)
-            .total_tables(512)
-            .max_memory_size(MAX_INSTANCE_MEMORY);
-        let mut config = Config::new();
-        config
-            .wasm_component_model(true)
-            .concurrency_support(false)
-            .epoch_interruption(true)
-            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        // `EDDY_WASM_PERF_MAP=1` names the guests' compiled functions for `perf`
-        // (in /tmp/perf-PID.map), so a profile shows where a processor spends its time.
-        if std::env::var_os("EDDY_WASM_PERF_MAP").is_some_and(|value| value == "1") {
-            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        Ok(Self { plain: Compiler::new(false)?, inlining: Arc::default(), cache_dir })
+    }
+
+    /// The compiler of the module `bytes`: with inlining when it has little code.
+    fn compiler_of(&self, bytes: &[u8]) -> Result<&Compiler> {
+        if !super::inlining::inlines(bytes) {
+            return Ok(&self.plain);
         }
-        let engine =
-            Engine::new(&config).map_err(anyhow::Error::from).context("cannot start the WebAssembly engine")?;
-        start_epoch_ticker(&engine);
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(anyhow::Error::from)?;
-        super::waits::add_to_linker(&mut linker).map_err(anyhow::Error::from)?;
-        Processor::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |state| state)
-            .map_err(anyhow::Error::from)?;
-        Ok(Self { engine, linker: Arc::new(linker), cache_dir })
+        let made = self.inlining.get_or_init(|| Compiler::new(true).map_err(|error| format!("{error:#}")));
+        made.as_ref().map_err(|error| anyhow::anyhow!("{error}"))
     }
 
     /// The default cache directory: `$EDDY_CACHE_DIR`, else `$XDG_CACHE_HOME/eddy/modules`,
@@ -93,27 +122,30 @@ impl WasmRuntime {
         let bytes = std::fs::read(path).with_context(|| format!("cannot read processor module {}", path.display()))?;
         let sha256 = hex(&Sha256::digest(&bytes));
         super::imports::check_imports(&name, &bytes)?;
-        let component = self.compile_cached(&name, &bytes, &sha256)?;
-        check_contract_version(&self.engine, &component, &name)?;
-        let instance_pre = self
+        let compiler = self.compiler_of(&bytes)?;
+        let component = self.compile_cached(compiler, &name, &bytes, &sha256)?;
+        let engine = &compiler.engine;
+        check_contract_version(engine, &component, &name)?;
+        let instance_pre = compiler
             .linker
             .instantiate_pre(&component)
             .map_err(|error| anyhow::anyhow!("module '{name}' cannot be linked against eddy's imports: {error:#}"))?;
         let pre = ProcessorPre::new(instance_pre).map_err(|error| {
             anyhow::anyhow!("module '{name}' does not export the eddy:processor handler: {error:#}")
         })?;
-        let lists_timers = imports_function(&self.engine, &component, "timers", "list-timers");
-        Ok(Module { name, sha256, lists_timers, engine: self.engine.clone(), pre })
+        let lists_timers = imports_function(engine, &component, "timers", "list-timers");
+        Ok(Module { name, sha256, lists_timers, engine: engine.clone(), pre })
     }
 
-    fn compile_cached(&self, name: &str, bytes: &[u8], sha256: &str) -> Result<Component> {
+    fn compile_cached(&self, compiler: &Compiler, name: &str, bytes: &[u8], sha256: &str) -> Result<Component> {
+        let engine = &compiler.engine;
         let compile = || {
-            Component::new(&self.engine, bytes).map_err(|error| {
+            Component::new(engine, bytes).map_err(|error| {
                 anyhow::anyhow!("module '{name}' is not a valid WebAssembly component: {error:#} (build it with `cargo build --target wasm32-wasip2`)")
             })
         };
         let Some(dir) = &self.cache_dir else { return compile() };
-        let cache = match ModuleCache::open(dir, &self.engine) {
+        let cache = match ModuleCache::open(dir, engine) {
             Ok(cache) => cache,
             Err(error) => {
                 crate::log::warn(&format!("compiling module '{name}' without the module cache: {error:#}"));
@@ -125,7 +157,7 @@ impl WasmRuntime {
             // digest under a MAC only this cache's key makes, so it is what this cache
             // wrote with `Engine::precompile_component` for this very module; wasmtime
             // still checks its own header and refuses an incompatible artifact.
-            Ok(Some(artifact)) => match unsafe { Component::deserialize(&self.engine, &artifact) } {
+            Ok(Some(artifact)) => match unsafe { Component::deserialize(engine, &artifact) } {
                 Ok(component) => return Ok(component),
                 Err(error) => crate::log::warn(&format!(
                     "the cached compiled module {} cannot be loaded ({error}); compiling module '{name}' again",
@@ -140,11 +172,14 @@ impl WasmRuntime {
         }
         let started = std::time::Instant::now();
         crate::log::info(&format!(
-            "compiling module '{name}' ({:.1} MB) for its first load; the result is cached in {} for later runs",
+            "compiling module '{name}' ({:.1} MB, {:.2} MB of code{}) for its first load; the result is cached in {} \
+             for later runs",
             bytes.len() as f64 / 1e6,
+            super::inlining::code_bytes(bytes).unwrap_or(0) as f64 / 1e6,
+            if compiler.inlining { ", with inlining" } else { "" },
             dir.display()
         ));
-        let artifact = self.engine.precompile_component(bytes).map_err(|error| {
+        let artifact = engine.precompile_component(bytes).map_err(|error| {
             anyhow::anyhow!("module '{name}' is not a valid WebAssembly component: {error:#} (build it with `cargo build --target wasm32-wasip2`)")
         })?;
         crate::log::info(&format!("compiled module '{name}' in {:.1} s", started.elapsed().as_secs_f64()));
@@ -152,7 +187,7 @@ impl WasmRuntime {
             crate::log::warn(&format!("cannot cache the compiled module '{name}': {error:#}"));
         }
         // SAFETY: the bytes were produced by `precompile_component` of this very engine.
-        unsafe { Component::deserialize(&self.engine, &artifact) }.map_err(anyhow::Error::from)
+        unsafe { Component::deserialize(engine, &artifact) }.map_err(anyhow::Error::from)
     }
 }
 

@@ -4,12 +4,14 @@
 //! library's `memcmp`, `malloc` and `free` and the allocator shims around them, which
 //! the guest's own compiler could not inline, and small functions it left out of line.
 //! The WebAssembly window job of `make bench-window` takes 2–3 % less CPU and 2–5 %
-//! less time (alternated runs). Compiling so holds all of a module's functions at once: measured, about
-//! 0.1 GB plus 1.2 GB per MB of code, against 0.04 GB plus 0.08 GB per MB without
-//! (the window job's module, 0.26 MB of code: 0.42 GB instead of 0.07 GB; a Python
-//! interpreter module, 6.6 MB of code: 8.5 GB instead of 0.5 GB). So only modules
-//! with little code (a processor written in Rust has 0.1–0.4 MB) are compiled with it.
-//! It happens once per module: the module cache keeps the result.
+//! less time (alternated runs).
+//!
+//! Compiling so holds all of a module's functions at once: measured, about 0.1 GB plus
+//! 1.2 GB per MB of code, against 0.04 GB plus 0.08 GB per MB without (the window
+//! job's module, 0.26 MB of code: 0.42 GB instead of 0.07 GB; a Python interpreter
+//! module, 6.6 MB of code: 8.5 GB instead of 0.5 GB). So only modules with little code
+//! (a processor written in Rust has 0.1–0.4 MB) are compiled with it, once per module:
+//! the module cache keeps the result.
 
 use wasmparser::{Parser, Payload};
 

@@ -30,9 +30,10 @@ pub fn code_bytes(bytes: &[u8]) -> Option<u64> {
     Some(total)
 }
 
-/// Whether the module `bytes` is compiled with inlining.
-pub fn inlines(bytes: &[u8]) -> bool {
-    code_bytes(bytes).is_some_and(|code| code <= INLINE_MAX_CODE_BYTES)
+/// Whether a module with `code_bytes` of code (see [`code_bytes`]) is compiled with
+/// inlining.
+pub fn inlines(code_bytes: Option<u64>) -> bool {
+    code_bytes.is_some_and(|code| code <= INLINE_MAX_CODE_BYTES)
 }
 
 #[cfg(test)]
@@ -71,11 +72,11 @@ mod tests {
         let small = module_of_nops(10);
         // After the section's function count: the body's length (1 byte) and the body.
         assert_eq!(code_bytes(&small), Some(1 + 12));
-        assert!(inlines(&small));
+        assert!(inlines(code_bytes(&small)));
         let large = module_of_nops(INLINE_MAX_CODE_BYTES as usize);
         assert!(code_bytes(&large).is_some_and(|code| code > INLINE_MAX_CODE_BYTES));
-        assert!(!inlines(&large));
+        assert!(!inlines(code_bytes(&large)));
         assert_eq!(code_bytes(b"not wasm"), None);
-        assert!(!inlines(b"not wasm"), "what cannot be read is compiled as before (and refused there)");
+        assert!(!inlines(code_bytes(b"not wasm")), "what cannot be read is compiled as before (and refused there)");
     }
 }

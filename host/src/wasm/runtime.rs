@@ -95,9 +95,9 @@ impl WasmRuntime {
         Ok(Self { plain: Compiler::new(false)?, inlining: Arc::default(), cache_dir })
     }
 
-    /// The compiler of the module `bytes`: with inlining when it has little code.
-    fn compiler_of(&self, bytes: &[u8]) -> Result<&Compiler> {
-        if !super::inlining::inlines(bytes) {
+    /// The compiler of a module with `code_bytes` of code: with inlining when it has little.
+    fn compiler_of(&self, code_bytes: Option<u64>) -> Result<&Compiler> {
+        if !super::inlining::inlines(code_bytes) {
             return Ok(&self.plain);
         }
         let made = self.inlining.get_or_init(|| Compiler::new(true).map_err(|error| format!("{error:#}")));
@@ -122,8 +122,9 @@ impl WasmRuntime {
         let bytes = std::fs::read(path).with_context(|| format!("cannot read processor module {}", path.display()))?;
         let sha256 = hex(&Sha256::digest(&bytes));
         super::imports::check_imports(&name, &bytes)?;
-        let compiler = self.compiler_of(&bytes)?;
-        let component = self.compile_cached(compiler, &name, &bytes, &sha256)?;
+        let code_bytes = super::inlining::code_bytes(&bytes);
+        let compiler = self.compiler_of(code_bytes)?;
+        let component = self.compile_cached(compiler, &name, &bytes, code_bytes, &sha256)?;
         let engine = &compiler.engine;
         check_contract_version(engine, &component, &name)?;
         let instance_pre = compiler
@@ -137,7 +138,14 @@ impl WasmRuntime {
         Ok(Module { name, sha256, lists_timers, engine: engine.clone(), pre })
     }
 
-    fn compile_cached(&self, compiler: &Compiler, name: &str, bytes: &[u8], sha256: &str) -> Result<Component> {
+    fn compile_cached(
+        &self,
+        compiler: &Compiler,
+        name: &str,
+        bytes: &[u8],
+        code_bytes: Option<u64>,
+        sha256: &str,
+    ) -> Result<Component> {
         let engine = &compiler.engine;
         let compile = || {
             Component::new(engine, bytes).map_err(|error| {
@@ -175,7 +183,7 @@ impl WasmRuntime {
             "compiling module '{name}' ({:.1} MB, {:.2} MB of code{}) for its first load; the result is cached in {} \
              for later runs",
             bytes.len() as f64 / 1e6,
-            super::inlining::code_bytes(bytes).unwrap_or(0) as f64 / 1e6,
+            code_bytes.unwrap_or(0) as f64 / 1e6,
             if compiler.inlining { ", with inlining" } else { "" },
             dir.display()
         ));

@@ -1,6 +1,7 @@
 //! The timers of every key of one operator: which are due, and converting how a store
 //! keeps them.
 
+use std::cmp::Ordering;
 use std::ops::Range;
 
 use anyhow::{Context, Result, bail};
@@ -24,32 +25,52 @@ pub struct DueTimer<'a> {
 }
 
 /// The timers due in a batch, compactly (a batch may fire millions): 24 bytes each and
-/// their keys in one buffer, rather than a buffer of its own each.
+/// their keys in one buffer (of at most 4 GiB), rather than a buffer of its own each.
 #[derive(Debug, Default)]
 pub struct DueTimers {
     timers: Vec<Due>,
     keys: Vec<u8>,
+    /// Whether a timer was left out: the keys would have passed 4 GiB.
+    full: bool,
 }
 
 /// One due timer of [`DueTimers`]: its key is `keys[key_at..key_at + key_len]`.
 #[derive(Clone, Copy, Debug)]
 struct Due {
+    /// The key group in the top 16 bits; while sorting, six bytes of the key below.
+    order: u64,
     expiry: i64,
-    key_at: usize,
+    key_at: u32,
     key_len: u32,
-    key_group: u16,
+}
+
+impl Due {
+    fn key_group(&self) -> u16 {
+        (self.order >> 48) as u16
+    }
 }
 
 impl DueTimers {
+    /// Adds a timer; one whose key would end past 4 GiB of keys is left out, and
+    /// [`full`](Self::full) says so.
     fn push(&mut self, expiry: i64, key_group: u16, key: &[u8]) {
-        let key_len = u32::try_from(key.len()).unwrap_or(u32::MAX);
-        self.timers.push(Due { expiry, key_at: self.keys.len(), key_len, key_group });
+        let end = self.keys.len().saturating_add(key.len());
+        let (Ok(key_at), Ok(key_len), Ok(_)) =
+            (u32::try_from(self.keys.len()), u32::try_from(key.len()), u32::try_from(end))
+        else {
+            self.full = true;
+            return;
+        };
+        self.timers.push(Due { order: u64::from(key_group) << 48, expiry, key_at, key_len });
         self.keys.extend_from_slice(key);
     }
 
+    fn key(&self, due: &Due) -> &[u8] {
+        &self.keys[due.key_at as usize..due.key_at as usize + due.key_len as usize]
+    }
+
     fn at(&self, due: &Due) -> DueTimer<'_> {
-        let key = &self.keys[due.key_at..due.key_at + due.key_len as usize];
-        DueTimer { expiry: due.expiry, key_group: due.key_group, key }
+        DueTimer { expiry: due.expiry, key_group: due.key_group(), key: self.key(due) }
     }
 
     /// How many timers are due.
@@ -64,10 +85,29 @@ impl DueTimers {
 
     /// Puts the timers key after key (by key group, then key); a key's stay in the order
     /// they were in.
+    ///
+    /// Most comparisons are of one integer: the key group and the six key bytes after
+    /// the start all keys share (zero past a key's end); keys that tie there are
+    /// compared whole, unless both end within those bytes.
     pub fn sort_by_key(&mut self) {
+        let Some(first) = self.timers.first() else { return };
+        let first = self.key(first);
+        let shared = self.timers.iter().map(|due| shared_len(first, self.key(due))).min().unwrap_or(0);
         let keys = &self.keys;
-        let key = |due: &Due| (due.key_group, &keys[due.key_at..due.key_at + due.key_len as usize]);
-        self.timers.sort_by(|a, b| key(a).cmp(&key(b)));
+        let key = |due: &Due| &keys[due.key_at as usize..due.key_at as usize + due.key_len as usize];
+        for due in &mut self.timers {
+            let mut six = [0u8; 8];
+            let rest = key(due).get(shared..).unwrap_or_default();
+            let take = rest.len().min(6);
+            six[2..2 + take].copy_from_slice(&rest[..take]);
+            due.order = (due.order & !((1 << 48) - 1)) | u64::from_be_bytes(six);
+        }
+        // Keys of one length that end within those six bytes and tie there are equal.
+        let covered = shared.saturating_add(6);
+        let same = |a: &Due, b: &Due| a.key_len == b.key_len && a.key_len as usize <= covered;
+        self.timers.sort_by(|a, b| {
+            a.order.cmp(&b.order).then_with(|| if same(a, b) { Ordering::Equal } else { key(a).cmp(key(b)) })
+        });
     }
 
     /// The timers from `start`, at most `count` of them.
@@ -80,6 +120,11 @@ impl DueTimers {
     pub fn iter(&self) -> impl Iterator<Item = DueTimer<'_>> {
         self.timers.iter().map(|due| self.at(due))
     }
+}
+
+/// How many bytes `a` and `b` start with alike.
+fn shared_len(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// Queries over every key's timers of one operator.
@@ -210,6 +255,12 @@ impl Timers {
         }
         for (bucket, changes) in changed {
             finish(&mut out, bucket, &mut committed, changes);
+        }
+        if out.full {
+            bail!(
+                "the keys of the timers due in one batch pass 4 GiB; let fewer timers fall due per batch (a \
+                 smaller max-files-per-trigger or max-bytes-per-trigger)"
+            );
         }
         Ok(out)
     }

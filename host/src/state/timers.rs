@@ -7,6 +7,7 @@ use std::ops::Range;
 use anyhow::{Context, Result, bail};
 
 use super::layout;
+use super::shared_prefix::shared_prefix_len;
 use super::store::{Cf, StateTxn};
 use super::timer_buckets::{
     BucketChanges, BucketKey, bucket_key, entry_bucket, is_single, merged_keys, split_bucket_key, visit_entry_timers,
@@ -89,7 +90,7 @@ impl DueTimers {
         let keys = &self.keys;
         let key = |due: &Due| key_of(keys, due);
         let Some(first) = self.timers.first().map(key) else { return };
-        let shared = self.timers.iter().map(|due| shared_len(first, key(due))).min().unwrap_or(0);
+        let shared = self.timers.iter().map(|due| shared_prefix_len(first, key(due))).min().unwrap_or(0);
         for due in &mut self.timers {
             let mut six = [0u8; 8];
             let rest = key(due).get(shared..).unwrap_or_default();
@@ -120,11 +121,6 @@ impl DueTimers {
 /// The key of `due` in `keys`.
 fn key_of<'k>(keys: &'k [u8], due: &Due) -> &'k [u8] {
     &keys[due.key_at as usize..due.key_at as usize + due.key_len as usize]
-}
-
-/// How many bytes `a` and `b` start with alike.
-fn shared_len(a: &[u8], b: &[u8]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// Queries over every key's timers of one operator.

@@ -6,7 +6,7 @@
 //! driving batches. Rooms from the ground up (a room imports only rooms below it):
 //!
 //! `util`, `log`, `contract` → `pipeline` → `kafka` → `decode`, `checkpoint` → `sink` →
-//! `state` → `inspect`, `wasm`, `source` → `operator` → `engine` → `monitor`, `project` → `cli`.
+//! `state` → `wasm`, `source` → `operator` → `inspect`, `engine` → `monitor`, `project` → `cli`.
 
 #![warn(missing_docs)]
 

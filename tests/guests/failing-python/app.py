@@ -1,4 +1,4 @@
-"""A test processor that raises: a negative amount is an error (tests/tests/guest_languages.rs)."""
+"""A test processor that raises: a negative amount is an error (tests/tests/all/guest_languages.rs)."""
 
 from eddy_guest import StatefulProcessor, export
 

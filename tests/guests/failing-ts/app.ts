@@ -1,4 +1,4 @@
-// A test processor that throws: a negative amount is an error (tests/tests/guest_languages.rs).
+// A test processor that throws: a negative amount is an error (tests/tests/all/guest_languages.rs).
 
 import { exportProcessor, InitContext, Key, Output, Rows, StatefulProcessor, TimerValues } from 'eddy-guest';
 

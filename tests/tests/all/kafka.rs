@@ -390,14 +390,12 @@ fn a_transactional_sink_writes_each_batch_once_in_a_transaction() {
 }
 
 /// Needs a broker that hides aborted transactional records from read_committed
-/// consumers (Apache Kafka does; the test broker does not): run with
-/// `EDDY_KAFKA_TRANSACTIONS_VERIFIED=1` and `EDDY_KAFKA_BROKER` pointing at one.
+/// consumers (Apache Kafka does; the test broker does not): run it with
+/// `cargo test -p eddy-tests -- --ignored a_transaction_killed_midway` and
+/// `EDDY_KAFKA_BROKER` pointing at such a broker.
 #[test]
+#[ignore = "the test broker shows aborted records to read_committed consumers; needs Apache Kafka"]
 fn a_transaction_killed_midway_is_invisible_to_read_committed_consumers() {
-    if std::env::var("EDDY_KAFKA_TRANSACTIONS_VERIFIED").as_deref() != Ok("1") {
-        eprintln!("skipped: set EDDY_KAFKA_TRANSACTIONS_VERIFIED=1 with a broker that hides aborted records");
-        return;
-    }
     let broker = Broker::start();
     broker.create_topic("purchases", 2);
     broker.create_topic("totals", 2);

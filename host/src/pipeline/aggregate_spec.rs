@@ -7,7 +7,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::duration::parse_duration;
-use super::located::Locator;
+use super::located::{Locator, output_mode, positive_number};
 use super::model::*;
 use crate::contract::OutputMode;
 
@@ -83,27 +83,21 @@ pub(super) fn window_spec(at: &Locator, key: &str, raw: &Spanned<RawWindow>) -> 
             ));
         }
     };
-    let output_mode = match window.output_mode.as_ref().map(|m| (m.get_ref().as_str(), m)) {
-        None | Some(("append", _)) => OutputMode::Append,
-        Some(("update", span)) => {
-            if matches!(windows, WindowKind::Session { .. }) {
-                return Err(at.at(
-                    span,
-                    &format!("{key}.output-mode"),
-                    "session windows support append and complete, not update (as in Spark: a session's rows can merge into another session later)",
-                ));
-            }
-            OutputMode::Update
-        }
-        Some(("complete", _)) => OutputMode::Complete,
-        Some((other, span)) => {
-            return Err(at.at(
-                span,
-                &format!("{key}.output-mode"),
-                format!("unknown output mode '{other}'; expected \"append\", \"update\" or \"complete\""),
-            ));
-        }
-    };
+    let session = matches!(windows, WindowKind::Session { .. });
+    let output_mode = output_mode(
+        at,
+        window.output_mode.as_ref(),
+        &format!("{key}.output-mode"),
+        OutputMode::Append,
+        if session {
+            &[OutputMode::Append, OutputMode::Complete]
+        } else {
+            &[OutputMode::Append, OutputMode::Update, OutputMode::Complete]
+        },
+        |_| {
+            "session windows support append and complete, not update (as in Spark: a session's rows can merge into another session later)".into()
+        },
+    )?;
     let aggregates = aggregates(at, key, &window.aggregates, &window.group_by, &["window_start", "window_end"])?;
     let max_complete_rows = max_complete_rows(at, key, window.max_complete_rows.as_ref())?;
     Ok(WindowSpec {
@@ -120,26 +114,19 @@ pub(super) fn window_spec(at: &Locator, key: &str, raw: &Spanned<RawWindow>) -> 
 /// as Spark refuses it (a running aggregate is never final).
 pub(super) fn aggregate_spec(at: &Locator, key: &str, raw: &Spanned<RawAggregate>) -> Result<AggregateSpec> {
     let spec = raw.get_ref();
-    let output_mode = match spec.output_mode.as_ref().map(|m| (m.get_ref().as_str(), m)) {
-        None | Some(("update", _)) => OutputMode::Update,
-        Some(("complete", _)) => OutputMode::Complete,
-        Some(("append", span)) => {
-            return Err(at.at(
-                span,
-                &format!("{key}.output-mode"),
-                "a running aggregate is never final, so it cannot be appended (Spark: \"Append output mode not supported \
-                 when there are streaming aggregations on streaming DataFrames/DataSets without watermark\"); use \
-                 \"update\" or \"complete\", or a [stage.window] to append closed windows",
-            ));
-        }
-        Some((other, span)) => {
-            return Err(at.at(
-                span,
-                &format!("{key}.output-mode"),
-                format!("unknown output mode '{other}'; expected \"update\" or \"complete\""),
-            ));
-        }
-    };
+    let output_mode = output_mode(
+        at,
+        spec.output_mode.as_ref(),
+        &format!("{key}.output-mode"),
+        OutputMode::Update,
+        &[OutputMode::Update, OutputMode::Complete],
+        |_| {
+            "a running aggregate is never final, so it cannot be appended (Spark: \"Append output mode not supported \
+             when there are streaming aggregations on streaming DataFrames/DataSets without watermark\"); use \
+             \"update\" or \"complete\", or a [stage.window] to append closed windows"
+                .into()
+        },
+    )?;
     Ok(AggregateSpec {
         group_by: spec.group_by.clone(),
         aggregates: aggregates(at, key, &spec.aggregates, &spec.group_by, &[])?,
@@ -179,13 +166,7 @@ fn aggregates(
 }
 
 fn max_complete_rows(at: &Locator, key: &str, max: Option<&Spanned<u64>>) -> Result<u64> {
-    Ok(match max {
-        Some(n) if *n.get_ref() == 0 => {
-            return Err(at.at(n, &format!("{key}.max-complete-rows"), "expected a positive number"));
-        }
-        Some(n) => *n.get_ref(),
-        None => DEFAULT_MAX_COMPLETE_ROWS,
-    })
+    max.map_or(Ok(DEFAULT_MAX_COMPLETE_ROWS), |n| positive_number(at, n, &format!("{key}.max-complete-rows"), "number"))
 }
 
 /// `count`, `count(*)`, `count(col)`, `sum(col)`, `min(col)`, `max(col)`, `avg(col)`,

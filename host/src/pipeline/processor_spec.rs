@@ -5,11 +5,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Result;
+use arrow::datatypes::Schema;
 use serde::Deserialize;
 use toml::Spanned;
 
 use super::limits::{InstanceLimits, Limit, RawSize};
-use super::located::{Locator, positive};
+use super::located::{Locator, one_of, output_mode, positive, positive_number};
 use super::model::*;
 use super::schema::parse_schema;
 use crate::contract::{OutputMode, TimeMode};
@@ -61,7 +62,6 @@ pub(super) fn operator_spec(
     source: &SourceSpec,
     reads_source: bool,
 ) -> Result<OperatorSpec> {
-    let schema = &source.schema;
     let module = base.join(op.module.get_ref());
     if !module.is_file() {
         return Err(at.at(
@@ -70,56 +70,18 @@ pub(super) fn operator_spec(
             format!("{} does not exist; build the processor first (for the examples: `make guests`)", module.display()),
         ));
     }
-    if op.key.get_ref().is_empty() {
-        return Err(at.at(&op.key, &format!("{prefix}.key"), "expected at least one key column"));
-    }
-    // A stage after another reads that one's columns: checked when the stages open.
-    for column in op.key.get_ref().iter().filter(|_| reads_source) {
-        if schema.index_of(column).is_err() {
-            let columns: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-            return Err(at.at(
-                &op.key,
-                &format!("{prefix}.key"),
-                format!("key column '{column}' is not in source.schema (columns: {})", columns.join(", ")),
-            ));
-        }
-    }
-    let output_mode = match op.output_mode.as_ref().map(|mode| (mode.get_ref().as_str(), mode)) {
-        None | Some(("append", _)) => OutputMode::Append,
-        Some(("update", _)) => OutputMode::Update,
-        Some(("complete", span)) => {
-            return Err(at.at(span, &format!("{prefix}.output-mode"), "complete mode needs an operator that can produce the whole result; processors support \"append\" and \"update\""));
-        }
-        Some((other, span)) => {
-            return Err(at.at(
-                span,
-                &format!("{prefix}.output-mode"),
-                format!("unknown output mode '{other}'; expected \"append\" or \"update\""),
-            ));
-        }
-    };
-    let time_mode = match op.time_mode.as_ref().map(|mode| (mode.get_ref().as_str(), mode)) {
-        None => None,
-        Some(("none", _)) => Some(TimeMode::None),
-        Some(("processing-time", _)) => Some(TimeMode::ProcessingTime),
-        Some(("event-time", span)) => {
-            if source.watermark.is_none() {
-                return Err(at.at(
-                    span,
-                    &format!("{prefix}.time-mode"),
-                    "event time needs a watermark: add [source.watermark] with column and delay",
-                ));
-            }
-            Some(TimeMode::EventTime)
-        }
-        Some((other, span)) => {
-            return Err(at.at(
-                span,
-                &format!("{prefix}.time-mode"),
-                format!("unknown time mode '{other}'; expected \"none\", \"processing-time\" or \"event-time\""),
-            ));
-        }
-    };
+    check_key(at, op, prefix, &source.schema, reads_source)?;
+    let output_mode = output_mode(
+        at,
+        op.output_mode.as_ref(),
+        &format!("{prefix}.output-mode"),
+        OutputMode::Append,
+        &[OutputMode::Append, OutputMode::Update],
+        |_| {
+            "complete mode needs an operator that can produce the whole result; processors support \"append\" and \"update\"".into()
+        },
+    )?;
+    let time_mode = time_mode(at, op, prefix, source)?;
     let key_groups = match &op.key_groups {
         Some(groups) if *groups.get_ref() == 0 => {
             return Err(at.at(groups, &format!("{prefix}.key-groups"), "expected a number from 1 to 65535"));
@@ -139,6 +101,59 @@ pub(super) fn operator_spec(
         Some(n) => *n.get_ref() as usize,
         None => cores.min(usize::from(key_groups)),
     };
+    let spill_state_bytes = match &op.spill_state_bytes {
+        Some(raw) => positive(at, raw, &format!("{prefix}.spill-state-bytes"), true)?,
+        None => DEFAULT_SPILL_STATE_BYTES,
+    };
+    Ok(OperatorSpec {
+        module,
+        key: op.key.get_ref().clone(),
+        output_mode,
+        time_mode,
+        key_groups,
+        parallelism,
+        limits: instance_limits(at, op, prefix)?,
+        spill_state_bytes,
+        config_json: serde_json::to_string(&op.config.clone().unwrap_or_default())?,
+        initial_state: initial_state(at, base, op, prefix)?,
+    })
+}
+
+/// The key: at least one column, each in the source's schema when the processor reads
+/// the source (a stage after another reads that one's columns: checked when the
+/// stages open).
+fn check_key(at: &Locator, op: &RawOperator, prefix: &str, schema: &Schema, reads_source: bool) -> Result<()> {
+    if op.key.get_ref().is_empty() {
+        return Err(at.at(&op.key, &format!("{prefix}.key"), "expected at least one key column"));
+    }
+    for column in op.key.get_ref().iter().filter(|_| reads_source) {
+        if schema.index_of(column).is_err() {
+            let columns: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+            return Err(at.at(
+                &op.key,
+                &format!("{prefix}.key"),
+                format!("key column '{column}' is not in source.schema (columns: {})", columns.join(", ")),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The time mode, if the spec names one; event time needs the source's watermark.
+fn time_mode(at: &Locator, op: &RawOperator, prefix: &str, source: &SourceSpec) -> Result<Option<TimeMode>> {
+    let Some(raw) = &op.time_mode else { return Ok(None) };
+    let key = format!("{prefix}.time-mode");
+    let modes =
+        [("none", TimeMode::None), ("processing-time", TimeMode::ProcessingTime), ("event-time", TimeMode::EventTime)];
+    let mode = one_of(at, raw, &key, "time mode", &modes)?;
+    if mode == TimeMode::EventTime && source.watermark.is_none() {
+        return Err(at.at(raw, &key, "event time needs a watermark: add [source.watermark] with column and delay"));
+    }
+    Ok(Some(mode))
+}
+
+/// The instance's memory, time and per-call/per-batch limits.
+fn instance_limits(at: &Locator, op: &RawOperator, prefix: &str) -> Result<InstanceLimits> {
     let mut limits = InstanceLimits::default();
     if let Some(mb) = &op.memory_limit_mb {
         if !(1..=4096).contains(mb.get_ref()) {
@@ -147,10 +162,8 @@ pub(super) fn operator_spec(
         limits.memory_cap_bytes = (*mb.get_ref() as usize) << 20;
     }
     if let Some(ms) = &op.call_timeout_ms {
-        if *ms.get_ref() == 0 {
-            return Err(at.at(ms, &format!("{prefix}.call-timeout-ms"), "expected a positive number of milliseconds"));
-        }
-        limits.call_timeout = Duration::from_millis(*ms.get_ref());
+        let ms = positive_number(at, ms, &format!("{prefix}.call-timeout-ms"), "number of milliseconds")?;
+        limits.call_timeout = Duration::from_millis(ms);
     }
     let raw_limits = [
         &op.max_state_bytes_per_batch,
@@ -167,44 +180,28 @@ pub(super) fn operator_spec(
             limit.set(&mut limits, positive(at, raw, &format!("{prefix}.{}", limit.key()), limit.in_bytes())?);
         }
     }
-    let spill_state_bytes = match &op.spill_state_bytes {
-        Some(raw) => positive(at, raw, &format!("{prefix}.spill-state-bytes"), true)?,
-        None => DEFAULT_SPILL_STATE_BYTES,
-    };
-    let config_json = serde_json::to_string(&op.config.clone().unwrap_or_default())?;
-    let initial_state = match &op.initial_state {
-        None => None,
-        Some(initial) => {
-            let schema = parse_schema(initial.schema.get_ref())
-                .map_err(|problem| at.at(&initial.schema, &format!("{prefix}.initial-state.schema"), problem))?;
-            if let Some(column) = op.key.get_ref().iter().find(|column| schema.index_of(column).is_err()) {
-                return Err(at.at(
-                    &initial.schema,
-                    &format!("{prefix}.initial-state.schema"),
-                    format!("the initial state needs key column '{column}'"),
-                ));
-            }
-            let path = base.join(initial.path.get_ref());
-            if !path.exists() {
-                return Err(at.at(
-                    &initial.path,
-                    &format!("{prefix}.initial-state.path"),
-                    format!("{} does not exist; expected a JSON-lines file or a directory of them", path.display()),
-                ));
-            }
-            Some(InitialStateSpec { path, schema })
-        }
-    };
-    Ok(OperatorSpec {
-        module,
-        key: op.key.get_ref().clone(),
-        output_mode,
-        time_mode,
-        key_groups,
-        parallelism,
-        limits,
-        spill_state_bytes,
-        config_json,
-        initial_state,
-    })
+    Ok(limits)
+}
+
+/// The initial state's files and schema (which must hold the key columns), if given.
+fn initial_state(at: &Locator, base: &Path, op: &RawOperator, prefix: &str) -> Result<Option<InitialStateSpec>> {
+    let Some(initial) = &op.initial_state else { return Ok(None) };
+    let schema = parse_schema(initial.schema.get_ref())
+        .map_err(|problem| at.at(&initial.schema, &format!("{prefix}.initial-state.schema"), problem))?;
+    if let Some(column) = op.key.get_ref().iter().find(|column| schema.index_of(column).is_err()) {
+        return Err(at.at(
+            &initial.schema,
+            &format!("{prefix}.initial-state.schema"),
+            format!("the initial state needs key column '{column}'"),
+        ));
+    }
+    let path = base.join(initial.path.get_ref());
+    if !path.exists() {
+        return Err(at.at(
+            &initial.path,
+            &format!("{prefix}.initial-state.path"),
+            format!("{} does not exist; expected a JSON-lines file or a directory of them", path.display()),
+        ));
+    }
+    Ok(Some(InitialStateSpec { path, schema }))
 }

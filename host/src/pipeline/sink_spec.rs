@@ -7,7 +7,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::kafka::{KafkaProperties, KafkaSinkSpec, check_properties};
-use super::located::Locator;
+use super::located::{Locator, one_of, positive_number};
 use super::model::*;
 
 #[derive(Deserialize)]
@@ -32,26 +32,19 @@ pub(super) fn sink_spec(at: &Locator, base: &Path, raw: Option<&RawSink>) -> Res
     let Some(sink) = raw else {
         return Ok(SinkSpec { format: SinkFormat::Console, path: None, num_rows: 20, truncate: true, kafka: None });
     };
-    let format = match sink.format.get_ref().as_str() {
-        "console" => SinkFormat::Console,
-        "json" => SinkFormat::Json,
-        "parquet" => SinkFormat::Parquet,
-        "kafka" => SinkFormat::Kafka,
-        other => {
-            return Err(at.at(
-                &sink.format,
-                "sink.format",
-                format!("unknown format '{other}'; expected \"console\", \"json\", \"parquet\" or \"kafka\""),
-            ));
-        }
-    };
+    let formats = [
+        ("console", SinkFormat::Console),
+        ("json", SinkFormat::Json),
+        ("parquet", SinkFormat::Parquet),
+        ("kafka", SinkFormat::Kafka),
+    ];
+    let format = one_of(at, &sink.format, "sink.format", "format", &formats)?;
     let path = sink.path.as_ref().map(|p| base.join(p.get_ref()));
     if matches!(format, SinkFormat::Json | SinkFormat::Parquet) && path.is_none() {
         return Err(at.at(&sink.format, "sink.path", "a file sink needs a path (an output directory)"));
     }
     let num_rows = match &sink.num_rows {
-        Some(n) if *n.get_ref() == 0 => return Err(at.at(n, "sink.num-rows", "expected a positive number")),
-        Some(n) => *n.get_ref() as usize,
+        Some(n) => positive_number(at, n, "sink.num-rows", "number")? as usize,
         None => 20,
     };
     let kafka = match format {

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use anyhow::{Result, anyhow};
+use arrow::datatypes::SchemaRef;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -13,7 +14,7 @@ use super::kafka::{
     check_properties,
 };
 use super::limits::RawSize;
-use super::located::{Locator, positive};
+use super::located::{Locator, one_of, positive, positive_number, unknown};
 use super::model::*;
 use super::schema::parse_schema;
 
@@ -73,142 +74,150 @@ pub(super) fn source_spec(at: &Locator, base: &Path, index: usize, raw: &RawSour
         }
     }
     let (kind, schema) = match format {
-        "json" | "csv" => {
-            let path =
-                raw.path.as_ref().ok_or_else(|| at.at(&raw.format, &key("path"), "a file source needs a path"))?;
-            let resolved = base.join(path.get_ref());
-            if !resolved.exists() {
-                return Err(at.at(
-                    path,
-                    &key("path"),
-                    format!("{} does not exist; expected a file or a directory of {format} files", resolved.display()),
-                ));
-            }
-            let schema_text = raw.schema.as_ref().ok_or_else(|| {
-                at.at(&raw.format, &key("schema"), "a file source needs a schema, e.g. \"user STRING, amount BIGINT\"")
-            })?;
-            let schema =
-                parse_schema(schema_text.get_ref()).map_err(|problem| at.at(schema_text, &key("schema"), problem))?;
-            let file_format = if format == "json" {
-                FileFormat::Json
-            } else {
-                let delimiter = match &raw.delimiter {
-                    None => b',',
-                    Some(d) if d.get_ref().len() == 1 => d.get_ref().as_bytes()[0],
-                    Some(d) => {
-                        return Err(at.at(d, &key("delimiter"), "expected one ASCII character, e.g. \",\" or \";\""));
-                    }
-                };
-                FileFormat::Csv { header: raw.header.unwrap_or(true), delimiter }
-            };
-            let max_files_per_trigger = match &raw.max_files_per_trigger {
-                Some(n) if *n.get_ref() == 0 => {
-                    return Err(at.at(n, &key("max-files-per-trigger"), "expected a positive number"));
-                }
-                Some(n) => Some(*n.get_ref() as usize),
-                None => None,
-            };
-            if let Some(rows) = &raw.max_rows_per_trigger {
-                let problem = "only the rate source takes max-rows-per-trigger; bound a file source's batches with max-bytes-per-trigger or max-files-per-trigger";
-                return Err(at.at(rows, &key("max-rows-per-trigger"), problem));
-            }
-            let max_bytes_per_trigger = match &raw.max_bytes_per_trigger {
-                Some(size) => positive(at, size, &key("max-bytes-per-trigger"), true)?,
-                None => DEFAULT_MAX_BYTES_PER_TRIGGER,
-            };
-            let kind = SourceKind::Files {
-                format: file_format,
-                path: resolved,
-                max_files_per_trigger,
-                max_bytes_per_trigger: Some(max_bytes_per_trigger),
-            };
-            (kind, schema)
-        }
-        "rate" => {
-            let rows_per_second = match &raw.rows_per_second {
-                Some(n) if *n.get_ref() == 0 => {
-                    return Err(at.at(n, &key("rows-per-second"), "expected a positive number"));
-                }
-                Some(n) => *n.get_ref(),
-                None => 1,
-            };
-            let start_us = match &raw.start_time {
-                Some(text) => {
-                    Some(parse_timestamp(text.get_ref()).map_err(|problem| at.at(text, &key("start-time"), problem))?)
-                }
-                None => None,
-            };
-            let schema = parse_schema("timestamp TIMESTAMP NOT NULL, value BIGINT NOT NULL").map_err(|e| anyhow!(e))?;
-            if let Some(given) = &raw.schema
-                && parse_schema(given.get_ref()).ok().as_ref().map(|s| s.fields()) != Some(schema.fields())
-            {
-                return Err(at.at(given, &key("schema"), "the rate source's schema is fixed: leave it out (it is \"timestamp TIMESTAMP NOT NULL, value BIGINT NOT NULL\")"));
-            }
-            if let Some(bytes) = &raw.max_bytes_per_trigger {
-                let problem = "only file sources take max-bytes-per-trigger; bound the rate source's batches with max-rows-per-trigger";
-                return Err(at.at(bytes, &key("max-bytes-per-trigger"), problem));
-            }
-            let max_rows_per_trigger = match &raw.max_rows_per_trigger {
-                Some(rows) => positive(at, rows, &key("max-rows-per-trigger"), false)?,
-                None => DEFAULT_MAX_ROWS_PER_TRIGGER,
-            };
-            (SourceKind::Rate { rows_per_second, start_us, max_rows_per_trigger: Some(max_rows_per_trigger) }, schema)
-        }
+        "json" | "csv" => file_source(at, base, raw, &key)?,
+        "rate" => rate_source(at, raw, &key)?,
         "kafka" => kafka_source(at, base, index, raw)?,
-        other => {
-            return Err(at.at(
-                &raw.format,
-                &key("format"),
-                format!("unknown format '{other}'; expected \"json\", \"csv\", \"rate\" or \"kafka\""),
-            ));
-        }
+        _ => return Err(unknown(at, &raw.format, &key("format"), "format", &["json", "csv", "rate", "kafka"])),
     };
-    let watermark = match &raw.watermark {
-        None => None,
-        Some(watermark) => {
-            let column = watermark.column.get_ref();
-            match schema.field_with_name(column) {
-                Ok(field)
-                    if crate::contract::rows::contract_type(field.data_type())
-                        == Some(crate::contract::DataType::Timestamp) => {}
-                Ok(_) => {
-                    return Err(at.at(
-                        &watermark.column,
-                        &key("watermark.column"),
-                        format!("column '{column}' is not a TIMESTAMP; event time must be a TIMESTAMP column"),
-                    ));
-                }
-                Err(_) => {
-                    return Err(at.at(
-                        &watermark.column,
-                        &key("watermark.column"),
-                        format!("column '{column}' is not in the schema"),
-                    ));
+    let watermark = watermark(at, raw, &key, &schema)?;
+    let on_bad_record = match &raw.on_bad_record {
+        None => BadRecordPolicy::Fail,
+        Some(policy) => {
+            match one_of(at, policy, &key("on-bad-record"), "policy", &["fail", "skip", "dead-letter"].map(|w| (w, w)))?
+            {
+                "fail" => BadRecordPolicy::Fail,
+                "skip" => BadRecordPolicy::Skip,
+                _ => {
+                    let path = raw.dead_letter_path.as_ref().ok_or_else(|| {
+                        at.at(
+                            policy,
+                            &key("dead-letter-path"),
+                            "the dead-letter policy needs a dead-letter-path (a directory)",
+                        )
+                    })?;
+                    BadRecordPolicy::DeadLetter(base.join(path.get_ref()))
                 }
             }
-            let delay = parse_duration(watermark.delay.get_ref())
-                .map_err(|problem| at.at(&watermark.delay, &key("watermark.delay"), problem))?;
-            Some(WatermarkSpec { column: column.clone(), delay_us: delay.as_micros() as i64 })
-        }
-    };
-    let on_bad_record = match raw.on_bad_record.as_ref().map(|p| (p.get_ref().as_str(), p)) {
-        None | Some(("fail", _)) => BadRecordPolicy::Fail,
-        Some(("skip", _)) => BadRecordPolicy::Skip,
-        Some(("dead-letter", span)) => {
-            let path = raw.dead_letter_path.as_ref().ok_or_else(|| {
-                at.at(span, &key("dead-letter-path"), "the dead-letter policy needs a dead-letter-path (a directory)")
-            })?;
-            BadRecordPolicy::DeadLetter(base.join(path.get_ref()))
-        }
-        Some((other, span)) => {
-            return Err(at.at(
-                span,
-                &key("on-bad-record"),
-                format!("unknown policy '{other}'; expected \"fail\", \"skip\" or \"dead-letter\""),
-            ));
         }
     };
     Ok(SourceSpec { name, kind, schema, watermark, on_bad_record })
+}
+
+/// A JSON-lines or CSV source: its files, schema and per-batch bounds.
+fn file_source(
+    at: &Locator,
+    base: &Path,
+    raw: &RawSource,
+    key: &dyn Fn(&str) -> String,
+) -> Result<(SourceKind, SchemaRef)> {
+    let format = raw.format.get_ref().as_str();
+    let path = raw.path.as_ref().ok_or_else(|| at.at(&raw.format, &key("path"), "a file source needs a path"))?;
+    let resolved = base.join(path.get_ref());
+    if !resolved.exists() {
+        return Err(at.at(
+            path,
+            &key("path"),
+            format!("{} does not exist; expected a file or a directory of {format} files", resolved.display()),
+        ));
+    }
+    let schema_text = raw.schema.as_ref().ok_or_else(|| {
+        at.at(&raw.format, &key("schema"), "a file source needs a schema, e.g. \"user STRING, amount BIGINT\"")
+    })?;
+    let schema = parse_schema(schema_text.get_ref()).map_err(|problem| at.at(schema_text, &key("schema"), problem))?;
+    let file_format = if format == "json" {
+        FileFormat::Json
+    } else {
+        let delimiter = match &raw.delimiter {
+            None => b',',
+            Some(d) if d.get_ref().len() == 1 => d.get_ref().as_bytes()[0],
+            Some(d) => {
+                return Err(at.at(d, &key("delimiter"), "expected one ASCII character, e.g. \",\" or \";\""));
+            }
+        };
+        FileFormat::Csv { header: raw.header.unwrap_or(true), delimiter }
+    };
+    let max_files_per_trigger = match &raw.max_files_per_trigger {
+        Some(n) => Some(positive_number(at, n, &key("max-files-per-trigger"), "number")? as usize),
+        None => None,
+    };
+    if let Some(rows) = &raw.max_rows_per_trigger {
+        let problem = "only the rate source takes max-rows-per-trigger; bound a file source's batches with max-bytes-per-trigger or max-files-per-trigger";
+        return Err(at.at(rows, &key("max-rows-per-trigger"), problem));
+    }
+    let max_bytes_per_trigger = match &raw.max_bytes_per_trigger {
+        Some(size) => positive(at, size, &key("max-bytes-per-trigger"), true)?,
+        None => DEFAULT_MAX_BYTES_PER_TRIGGER,
+    };
+    let kind = SourceKind::Files {
+        format: file_format,
+        path: resolved,
+        max_files_per_trigger,
+        max_bytes_per_trigger: Some(max_bytes_per_trigger),
+    };
+    Ok((kind, schema))
+}
+
+/// The rate source: its rate, start and per-batch bound; its schema is fixed.
+fn rate_source(at: &Locator, raw: &RawSource, key: &dyn Fn(&str) -> String) -> Result<(SourceKind, SchemaRef)> {
+    let rows_per_second = match &raw.rows_per_second {
+        Some(n) => positive_number(at, n, &key("rows-per-second"), "number")?,
+        None => 1,
+    };
+    let start_us = match &raw.start_time {
+        Some(text) => {
+            Some(parse_timestamp(text.get_ref()).map_err(|problem| at.at(text, &key("start-time"), problem))?)
+        }
+        None => None,
+    };
+    let schema = parse_schema("timestamp TIMESTAMP NOT NULL, value BIGINT NOT NULL").map_err(|e| anyhow!(e))?;
+    if let Some(given) = &raw.schema
+        && parse_schema(given.get_ref()).ok().as_ref().map(|s| s.fields()) != Some(schema.fields())
+    {
+        return Err(at.at(given, &key("schema"), "the rate source's schema is fixed: leave it out (it is \"timestamp TIMESTAMP NOT NULL, value BIGINT NOT NULL\")"));
+    }
+    if let Some(bytes) = &raw.max_bytes_per_trigger {
+        let problem =
+            "only file sources take max-bytes-per-trigger; bound the rate source's batches with max-rows-per-trigger";
+        return Err(at.at(bytes, &key("max-bytes-per-trigger"), problem));
+    }
+    let max_rows_per_trigger = match &raw.max_rows_per_trigger {
+        Some(rows) => positive(at, rows, &key("max-rows-per-trigger"), false)?,
+        None => DEFAULT_MAX_ROWS_PER_TRIGGER,
+    };
+    Ok((SourceKind::Rate { rows_per_second, start_us, max_rows_per_trigger: Some(max_rows_per_trigger) }, schema))
+}
+
+/// The source's event-time column (a TIMESTAMP of its schema) and delay, if given.
+fn watermark(
+    at: &Locator,
+    raw: &RawSource,
+    key: &dyn Fn(&str) -> String,
+    schema: &SchemaRef,
+) -> Result<Option<WatermarkSpec>> {
+    let Some(watermark) = &raw.watermark else { return Ok(None) };
+    let column = watermark.column.get_ref();
+    match schema.field_with_name(column) {
+        Ok(field)
+            if crate::contract::rows::contract_type(field.data_type())
+                == Some(crate::contract::DataType::Timestamp) => {}
+        Ok(_) => {
+            return Err(at.at(
+                &watermark.column,
+                &key("watermark.column"),
+                format!("column '{column}' is not a TIMESTAMP; event time must be a TIMESTAMP column"),
+            ));
+        }
+        Err(_) => {
+            return Err(at.at(
+                &watermark.column,
+                &key("watermark.column"),
+                format!("column '{column}' is not in the schema"),
+            ));
+        }
+    }
+    let delay = parse_duration(watermark.delay.get_ref())
+        .map_err(|problem| at.at(&watermark.delay, &key("watermark.delay"), problem))?;
+    Ok(Some(WatermarkSpec { column: column.clone(), delay_us: delay.as_micros() as i64 }))
 }
 
 /// Parses an RFC 3339 timestamp into microseconds since the epoch.
@@ -219,12 +228,7 @@ fn parse_timestamp(text: &str) -> Result<i64, String> {
 }
 
 /// The kind and schema of a `format = "kafka"` source.
-fn kafka_source(
-    at: &Locator,
-    base: &Path,
-    index: usize,
-    raw: &RawSource,
-) -> Result<(SourceKind, arrow::datatypes::SchemaRef)> {
+fn kafka_source(at: &Locator, base: &Path, index: usize, raw: &RawSource) -> Result<(SourceKind, SchemaRef)> {
     let key = |field: &str| format!("source[{index}].{field}");
     let file_only = [
         ("path", raw.path.as_ref().map(Spanned::span)),

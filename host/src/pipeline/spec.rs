@@ -8,7 +8,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::duration::parse_duration;
-use super::located::Locator;
+use super::located::{Locator, one_of, positive_number};
 use super::model::*;
 
 #[derive(Deserialize)]
@@ -63,63 +63,18 @@ impl Pipeline {
         let at = Locator::new(file, text);
         let base = file.parent().unwrap_or(Path::new("."));
 
-        if raw.source.get_ref().is_empty() {
-            return Err(at.at(&raw.source, "source", "expected at least one [[source]]"));
-        }
-        let mut sources: Vec<SourceSpec> = Vec::new();
-        for (index, source) in raw.source.get_ref().iter().enumerate() {
-            let spec = super::source_spec::source_spec(&at, base, index, source)?;
-            if let Some(first) = sources.first()
-                && first.schema.fields() != spec.schema.fields()
-            {
-                return Err(at.at(
-                    &source.format,
-                    "source",
-                    format!(
-                        "source '{}' has another schema than source '{}'; every source feeds the same operator, so their schemas must match",
-                        spec.name, first.name
-                    ),
-                ));
-            }
-            if let BadRecordPolicy::DeadLetter(dir) = &spec.on_bad_record
-                && let Some(other) = sources.iter().find(|s| s.on_bad_record == spec.on_bad_record)
-                && let Some(path) = &source.dead_letter_path
-            {
-                return Err(at.at(
-                    path,
-                    &format!("source[{index}].dead-letter-path"),
-                    format!(
-                        "source '{}' already writes its dead letters to {}; give each source its own directory",
-                        other.name,
-                        dir.display()
-                    ),
-                ));
-            }
-            sources.push(spec);
-        }
-        let watermark_policy = match raw.watermark_policy.as_ref().map(|p| (p.get_ref().as_str(), p)) {
-            None | Some(("min", _)) => WatermarkPolicy::Min,
-            Some(("max", _)) => WatermarkPolicy::Max,
-            Some((other, span)) => {
-                return Err(at.at(
-                    span,
-                    "watermark-policy",
-                    format!("unknown policy '{other}'; expected \"min\" or \"max\""),
-                ));
-            }
+        let sources = source_specs(&at, base, &raw.source)?;
+        let policies = [("min", WatermarkPolicy::Min), ("max", WatermarkPolicy::Max)];
+        let watermark_policy = match &raw.watermark_policy {
+            Some(policy) => one_of(&at, policy, "watermark-policy", "policy", &policies)?,
+            None => WatermarkPolicy::Min,
         };
         let min_batches_to_retain = match &raw.min_batches_to_retain {
-            Some(n) if *n.get_ref() == 0 => {
-                return Err(at.at(n, "min-batches-to-retain", "expected a positive number"));
-            }
-            Some(n) => *n.get_ref(),
+            Some(n) => positive_number(&at, n, "min-batches-to-retain", "number")?,
             None => 100,
         };
         let snapshot_interval = match &raw.snapshot_interval {
-            Some(n) if *n.get_ref() == 0 => {
-                return Err(at.at(n, "snapshot-interval", "expected a positive number of batches"));
-            }
-            Some(n) => *n.get_ref(),
+            Some(n) => positive_number(&at, n, "snapshot-interval", "number of batches")?,
             None => 10,
         };
         let state_in_memory = match &raw.state_in_memory {
@@ -136,17 +91,7 @@ impl Pipeline {
             .unwrap_or(super::processor_spec::DEFAULT_KEY_GROUPS);
         let tables = super::stage_spec::table_specs(&at, base, raw.table.as_deref().unwrap_or_default())?;
         let sink = super::sink_spec::sink_spec(&at, base, raw.sink.as_ref())?;
-        let metrics_address = match raw.monitoring.as_ref().and_then(|m| m.metrics.as_ref()) {
-            Some(address) if address.get_ref().parse::<std::net::SocketAddr>().is_err() => {
-                return Err(at.at(
-                    address,
-                    "monitoring.metrics",
-                    "expected an address and port, like \"127.0.0.1:9464\"",
-                ));
-            }
-            Some(address) => Some(address.get_ref().clone()),
-            None => None,
-        };
+        let metrics_address = metrics_address(&at, raw.monitoring.as_ref())?;
         let trigger = trigger_spec(&at, raw.trigger.as_ref())?;
         let name = raw.name.clone().unwrap_or_else(|| {
             let dir = base.canonicalize().ok();
@@ -168,6 +113,61 @@ impl Pipeline {
             state_in_memory,
             metrics_address,
         })
+    }
+}
+
+/// The `[[source]]` entries: at least one, all of one schema (they feed one chain),
+/// each with its own dead-letter directory.
+fn source_specs(
+    at: &Locator,
+    base: &Path,
+    raw: &Spanned<Vec<super::source_spec::RawSource>>,
+) -> Result<Vec<SourceSpec>> {
+    if raw.get_ref().is_empty() {
+        return Err(at.at(raw, "source", "expected at least one [[source]]"));
+    }
+    let mut sources: Vec<SourceSpec> = Vec::new();
+    for (index, source) in raw.get_ref().iter().enumerate() {
+        let spec = super::source_spec::source_spec(at, base, index, source)?;
+        if let Some(first) = sources.first()
+            && first.schema.fields() != spec.schema.fields()
+        {
+            return Err(at.at(
+                &source.format,
+                "source",
+                format!(
+                    "source '{}' has another schema than source '{}'; every source feeds the same operator, so their schemas must match",
+                    spec.name, first.name
+                ),
+            ));
+        }
+        if let BadRecordPolicy::DeadLetter(dir) = &spec.on_bad_record
+            && let Some(other) = sources.iter().find(|s| s.on_bad_record == spec.on_bad_record)
+            && let Some(path) = &source.dead_letter_path
+        {
+            return Err(at.at(
+                path,
+                &format!("source[{index}].dead-letter-path"),
+                format!(
+                    "source '{}' already writes its dead letters to {}; give each source its own directory",
+                    other.name,
+                    dir.display()
+                ),
+            ));
+        }
+        sources.push(spec);
+    }
+    Ok(sources)
+}
+
+/// The metrics endpoint's address, if `[monitoring] metrics` names one.
+fn metrics_address(at: &Locator, raw: Option<&RawMonitoring>) -> Result<Option<String>> {
+    match raw.and_then(|monitoring| monitoring.metrics.as_ref()) {
+        Some(address) if address.get_ref().parse::<std::net::SocketAddr>().is_err() => {
+            Err(at.at(address, "monitoring.metrics", "expected an address and port, like \"127.0.0.1:9464\""))
+        }
+        Some(address) => Ok(Some(address.get_ref().clone())),
+        None => Ok(None),
     }
 }
 

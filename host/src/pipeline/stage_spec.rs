@@ -10,7 +10,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::aggregate_spec::{RawAggregate, RawWindow, aggregate_spec, window_spec};
-use super::located::Locator;
+use super::located::{Locator, one_of};
 use super::model::*;
 use super::processor_spec::{RawOperator, operator_spec};
 use super::schema::parse_schema;
@@ -215,18 +215,8 @@ pub(super) fn table_specs(at: &Locator, base: &Path, raw: &[RawTable]) -> Result
                 format!("the table name '{name}' is taken (`input` is the batch's rows)"),
             ));
         }
-        let format = match table.format.get_ref().as_str() {
-            "csv" => TableFormat::Csv,
-            "json" => TableFormat::Json,
-            "parquet" => TableFormat::Parquet,
-            other => {
-                return Err(at.at(
-                    &table.format,
-                    &format!("{key}.format"),
-                    format!("unknown format '{other}'; expected \"csv\", \"json\" or \"parquet\""),
-                ));
-            }
-        };
+        let formats = [("csv", TableFormat::Csv), ("json", TableFormat::Json), ("parquet", TableFormat::Parquet)];
+        let format = one_of(at, &table.format, &format!("{key}.format"), "format", &formats)?;
         let path = base.join(table.path.get_ref());
         if !path.exists() {
             return Err(at.at(&table.path, &format!("{key}.path"), format!("{} does not exist", path.display())));

@@ -10,6 +10,10 @@
 //! its handler runs. Like a failed batch on the host, a handler call that returns
 //! `Err` leaves state and timers as they were before it.
 //!
+//! [`Harness::run_batch`] runs one micro-batch exactly as the host does (rows, then
+//! due timers, all or nothing); the shared cases in `sdks/conformance/` check it
+//! against the host.
+//!
 //! Rows and keys are written with the [`row!`](crate::row) macro; see the crate-level
 //! example.
 
@@ -25,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::log::{LogRecord, capture_start, capture_take};
 use crate::modes::{OutputMode, TimeMode};
-use crate::output::BatchBuilder;
+use crate::output::{BatchBuilder, Output};
 use crate::processor::{Driver, StatefulProcessor};
 use crate::rows::Rows;
 use crate::schema::Schema;
@@ -143,6 +147,7 @@ impl<P: StatefulProcessor> HarnessBuilder<P> {
             processing_time: self.processing_time,
             watermark: self.watermark,
             event_time_column: self.event_time_column,
+            ran_batch: false,
             logs,
         })
     }
@@ -157,6 +162,9 @@ pub struct Harness<P> {
     processing_time: i64,
     watermark: Option<i64>,
     event_time_column: Option<String>,
+    /// Whether a [`Harness::run_batch`] batch went through (the first judges late rows
+    /// by its own watermark).
+    ran_batch: bool,
     logs: Vec<LogRecord>,
 }
 
@@ -250,7 +258,7 @@ impl<P: StatefulProcessor> Harness<P> {
     /// is not called. The host judges a batch's rows by the previous batch's watermark:
     /// here that is the watermark set before this call.
     pub fn feed<'v, R: AsRef<[Datum<'v>]>>(&mut self, key: &[Datum<'_>], rows: &[R]) -> Result<Rows> {
-        let on_time = self.on_time(rows)?;
+        let on_time = self.on_time(rows, self.watermark)?;
         if on_time.is_empty() && !rows.is_empty() {
             return Ok(self.driver.output().finish());
         }
@@ -262,10 +270,10 @@ impl<P: StatefulProcessor> Harness<P> {
         Ok(output.finish())
     }
 
-    /// The rows the host would hand over: those at or before the watermark are left out
+    /// The rows the host would hand over: those at or before `watermark` are left out
     /// when there is an event-time column and the processor does not accept late rows.
-    fn on_time<'r, 'v, R: AsRef<[Datum<'v>]>>(&self, rows: &'r [R]) -> Result<Vec<&'r R>> {
-        let column = match (&self.event_time_column, self.watermark, self.driver.spec().accepts_late_rows) {
+    fn on_time<'r, 'v, R: AsRef<[Datum<'v>]>>(&self, rows: &'r [R], watermark: Option<i64>) -> Result<Vec<&'r R>> {
+        let column = match (&self.event_time_column, watermark, self.driver.spec().accepts_late_rows) {
             (Some(column), Some(_), false) => column,
             _ => return Ok(rows.iter().collect()),
         };
@@ -274,7 +282,7 @@ impl<P: StatefulProcessor> Harness<P> {
             .input_schema()
             .index_of(column)
             .ok_or_else(|| Error::msg(format!("the event-time column `{column}` is not in the input schema")))?;
-        let watermark = self.watermark.unwrap_or(i64::MIN);
+        let watermark = watermark.unwrap_or(i64::MIN);
         Ok(rows
             .iter()
             .filter(|row| !matches!(row.as_ref().get(index), Some(Datum::Timestamp(at)) if *at <= watermark))
@@ -329,10 +337,23 @@ impl<P: StatefulProcessor> Harness<P> {
 
     fn fire(&mut self, mode: TimeMode, clock: Option<i64>) -> Result<Rows> {
         let mut output = self.driver.output();
-        let Some(clock) = clock.filter(|_| self.driver.spec().time_mode == mode) else {
-            return Ok(output.finish());
-        };
         let snapshot = self.memory.borrow().clone();
+        self.fire_into(mode, clock, &snapshot, &mut output)?;
+        Ok(output.finish())
+    }
+
+    /// Fires the timers of `mode` with expiry ≤ `clock` into `output`, in expiry order;
+    /// an `Err` restores `snapshot`.
+    fn fire_into(
+        &mut self,
+        mode: TimeMode,
+        clock: Option<i64>,
+        snapshot: &MemoryStore,
+        output: &mut Output,
+    ) -> Result<()> {
+        let Some(clock) = clock.filter(|_| self.driver.spec().time_mode == mode) else {
+            return Ok(());
+        };
         let due = self.memory.borrow().due_timers(clock);
         for (expiry_time, key_bytes) in due {
             if !self.memory.borrow_mut().take_timer(expiry_time, &key_bytes) {
@@ -340,8 +361,78 @@ impl<P: StatefulProcessor> Harness<P> {
             }
             let key = Key::new(decode::<Vec<Value>>("key", &key_bytes)?);
             let timer = ExpiredTimer { expiry_time };
-            self.call(key_bytes, &snapshot, |driver, tv| driver.handle_expired_timer(&key, tv, &timer, &mut output))?;
+            self.call(key_bytes, snapshot, |driver, tv| driver.handle_expired_timer(&key, tv, &timer, output))?;
         }
+        Ok(())
+    }
+
+    /// Runs one micro-batch as the host does, at `processing_time` with `watermark`
+    /// (neither goes back), and returns its output: each key's `rows` in one call (late
+    /// rows dropped first, judged by the previous batch's watermark — the first batch's
+    /// own — unless the processor accepts late rows; a key left without rows is not
+    /// called), then every timer due at the batch's clock (the processing time, or the
+    /// watermark for event-time timers), in expiry order. A timer a handler registers
+    /// that is already due fires in the next batch. Like the host, a batch with a
+    /// failing call keeps nothing: state, timers, clocks and the batch id stay as they
+    /// were. The batch id ([`Harness::batch_id`]) counts the batches that went through.
+    pub fn run_batch<'v, K: AsRef<[Datum<'v>]>, R: AsRef<[Datum<'v>]>>(
+        &mut self,
+        processing_time: i64,
+        watermark: Option<i64>,
+        keys: &[(K, Vec<R>)],
+    ) -> Result<Rows> {
+        if processing_time < self.processing_time {
+            return Err(Error::msg(format!(
+                "processing time cannot go back from {} to {processing_time}",
+                self.processing_time
+            )));
+        }
+        if let Some(current) = self.watermark.filter(|&current| watermark.is_none_or(|next| next < current)) {
+            return Err(Error::msg(format!("the watermark cannot go back from {current} to {watermark:?}")));
+        }
+        let late_rows_watermark = if self.ran_batch { self.watermark } else { watermark };
+        let clocks = (self.processing_time, self.watermark);
+        (self.processing_time, self.watermark) = (processing_time, watermark);
+        self.memory.borrow_mut().now = processing_time;
+        let snapshot = self.memory.borrow().clone();
+        let result = self.batch_calls(keys, late_rows_watermark, &snapshot);
+        match result {
+            Ok(rows) => {
+                self.batch_id += 1;
+                self.ran_batch = true;
+                Ok(rows)
+            }
+            Err(error) => {
+                *self.memory.borrow_mut() = snapshot;
+                (self.processing_time, self.watermark) = clocks;
+                self.memory.borrow_mut().now = clocks.0;
+                Err(error)
+            }
+        }
+    }
+
+    fn batch_calls<'v, K: AsRef<[Datum<'v>]>, R: AsRef<[Datum<'v>]>>(
+        &mut self,
+        keys: &[(K, Vec<R>)],
+        late_rows_watermark: Option<i64>,
+        snapshot: &MemoryStore,
+    ) -> Result<Rows> {
+        let mut output = self.driver.output();
+        for (key, rows) in keys {
+            let on_time = self.on_time(rows, late_rows_watermark)?;
+            if on_time.is_empty() {
+                continue;
+            }
+            let rows = build(self.driver.input_schema().clone(), &on_time).map_err(|e| e.context("input"))?;
+            let (key, key_bytes) = self.key(key.as_ref())?;
+            self.call(key_bytes, snapshot, |driver, tv| driver.handle_input_rows(&key, &rows, tv, &mut output))?;
+        }
+        let clock = match self.driver.spec().time_mode {
+            TimeMode::EventTime => self.watermark,
+            _ => Some(self.processing_time),
+        };
+        let mode = self.driver.spec().time_mode;
+        self.fire_into(mode, clock, snapshot, &mut output)?;
         Ok(output.finish())
     }
 

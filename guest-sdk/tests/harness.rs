@@ -1,11 +1,13 @@
-//! The test harness's semantics: state with TTL, map order, timers, rollback, logs.
+//! The test harness beyond the shared cases (`sdks/conformance/`, played by
+//! `conformance.rs`: state, TTL, map order, timers, late rows, rollback): clocks moved
+//! by hand, a timer re-registered while firing, schemas, logs, initial state.
 
 use std::time::Duration;
 
 use eddy_guest::testing::Harness;
 use eddy_guest::{
-    ExpiredTimer, InitContext, Key, ListState, MapState, Output, Result, Rows, Schema, StatefulProcessor, TimeMode,
-    TimerValues, Timers, Ttl, Value, ValueState, bail, info, row,
+    ExpiredTimer, InitContext, Key, Output, Result, Rows, Schema, StatefulProcessor, TimeMode, TimerValues, Timers,
+    Value, ValueState, bail, info, row,
 };
 use serde::Deserialize;
 
@@ -20,8 +22,6 @@ struct Config {
 /// Runs one command per row: `op STRING, k STRING, v BIGINT`.
 struct Probe {
     last: ValueState<i64>,
-    seen: ListState<String>,
-    per_k: MapState<String, i64>,
     timers: Timers,
     state_in_init_failed: bool,
 }
@@ -38,13 +38,7 @@ impl StatefulProcessor for Probe {
         ctx.set_initial_state_schema(Schema::parse("v BIGINT")?);
         let last = ctx.value_state("last", Duration::from_secs(10))?;
         let state_in_init_failed = last.get().is_err();
-        Ok(Probe {
-            last,
-            seen: ctx.list_state("seen", Duration::from_secs(10))?,
-            per_k: ctx.map_state("per_k", Ttl::NONE)?,
-            timers: ctx.timers(),
-            state_in_init_failed,
-        })
+        Ok(Probe { last, timers: ctx.timers(), state_in_init_failed })
     }
 
     fn handle_input_rows(&mut self, key: &Key, rows: &Rows, _: &TimerValues, out: &mut Output) -> Result<()> {
@@ -53,13 +47,10 @@ impl StatefulProcessor for Probe {
             let v = row.i64_opt("v")?.unwrap_or_default();
             match row.str("op")? {
                 "set" => self.last.update(&v)?,
-                "push" => self.seen.append_value(&k.to_string())?,
-                "put" => self.per_k.update(&k.to_string(), &v)?,
                 "timer" => self.timers.register(v)?,
                 "del" => self.timers.delete(v)?,
                 "log" => info!("key {key}: {k}"),
                 "bad-output" => out.append_row(&row!["x", "not a number"])?,
-                "fail" => bail!("failing on purpose"),
                 other => bail!("unknown op {other}"),
             }
         }
@@ -104,44 +95,6 @@ fn state_is_unusable_in_init() {
 }
 
 #[test]
-fn value_ttl_counts_from_each_write() -> Result<()> {
-    let mut h = harness("none");
-    h.feed(&row!["a"], &[row!["set", None::<&str>, 1]])?;
-    h.set_processing_time(10 * SEC - 1)?;
-    assert_eq!(h.value_state::<i64>("last", &row!["a"])?, Some(1));
-    h.feed(&row!["a"], &[row!["set", None::<&str>, 2]])?; // restarts the TTL
-    h.set_processing_time(10 * SEC)?;
-    assert_eq!(h.value_state::<i64>("last", &row!["a"])?, Some(2));
-    h.set_processing_time(20 * SEC - 1)?;
-    assert_eq!(h.value_state::<i64>("last", &row!["a"])?, None, "expiry <= now is invisible");
-    Ok(())
-}
-
-#[test]
-fn list_ttl_is_per_element() -> Result<()> {
-    let mut h = harness("none");
-    h.feed(&row!["a"], &[row!["push", "x", None::<i64>]])?;
-    h.advance_processing_time(Duration::from_secs(5))?;
-    h.feed(&row!["a"], &[row!["push", "y", None::<i64>]])?;
-    assert_eq!(h.list_state::<String>("seen", &row!["a"])?, vec!["x", "y"]);
-    h.advance_processing_time(Duration::from_secs(5))?;
-    assert_eq!(h.list_state::<String>("seen", &row!["a"])?, vec!["y"]);
-    Ok(())
-}
-
-#[test]
-fn map_iterates_in_encoded_key_order() -> Result<()> {
-    let mut h = harness("none");
-    let rows = [row!["put", "b", 1], row!["put", "aa", 2], row!["put", "c", 3], row!["put", "b", 4]];
-    h.feed(&row!["a"], &rows)?;
-    // CBOR puts the length first, so shorter strings sort first.
-    let entries = h.map_state::<String, i64>("per_k", &row!["a"])?;
-    assert_eq!(entries, vec![("b".into(), 4), ("c".into(), 3), ("aa".into(), 2)]);
-    assert!(h.map_state::<String, i64>("per_k", &row!["other"])?.is_empty());
-    Ok(())
-}
-
-#[test]
 fn processing_timers_fire_in_expiry_order_across_keys() -> Result<()> {
     let mut h = harness("processing");
     let x = [row!["timer", "", 3 * SEC], row!["timer", "", SEC], row!["timer", "", SEC], row!["timer", "", 2 * SEC]];
@@ -176,24 +129,6 @@ fn event_timers_fire_with_the_watermark() -> Result<()> {
     assert!(h.set_watermark(5 * SEC - 1)?.is_empty());
     assert_eq!(fired(&h.set_watermark(5 * SEC)?), vec![("x".to_string(), 5 * SEC)]);
     assert!(h.set_watermark(SEC).is_err(), "the watermark never goes back");
-    Ok(())
-}
-
-#[test]
-fn timers_need_a_time_mode() {
-    let mut h = harness("none");
-    let err = h.feed(&row!["x"], &[row!["timer", "", 5]]).unwrap_err();
-    assert!(err.message().contains("set_time_mode"), "{err}");
-}
-
-#[test]
-fn a_failed_call_changes_nothing() -> Result<()> {
-    let mut h = harness("processing");
-    h.feed(&row!["a"], &[row!["set", "", 1]])?;
-    let err = h.feed(&row!["a"], &[row!["set", "", 2], row!["timer", "", 9], row!["fail", "", 0]]).unwrap_err();
-    assert_eq!(err.message(), "failing on purpose");
-    assert_eq!(h.value_state::<i64>("last", &row!["a"])?, Some(1));
-    assert!(h.timers(&row!["a"])?.is_empty());
     Ok(())
 }
 

@@ -31,6 +31,11 @@ export class Harness<P extends StatefulProcessor = StatefulProcessor> {
   advanceProcessingTime(by: bigint | number | Exclude<Ttl, bigint>): Rows;
   setProcessingTime(micros: bigint | number): Rows;
   setWatermark(micros: bigint | number): Rows;
+  /**
+   * Runs one micro-batch as the host does: each key's rows (late rows dropped), then the
+   * timers due at the batch's clock; a failing call fails the batch and keeps nothing.
+   */
+  runBatch(batch: { processingTime: bigint | number; watermark?: bigint | number; keys?: [Cell | Cell[], TestRow[]][] }): Rows;
   valueState<T = any>(name: string, key: Cell | Cell[]): T | undefined;
   listState<T = any>(name: string, key: Cell | Cell[]): T[];
   mapState<K = any, V = any>(name: string, key: Cell | Cell[]): [K, V][];

@@ -5,6 +5,8 @@
 // them: processing-time timers when the processing time does, event-time timers
 // when the watermark does; a timer is removed before its handler runs. Like a failed
 // batch on the host, a handler call that throws leaves state and timers as they were.
+// runBatch runs one micro-batch exactly as the host does (rows, then due timers, all or
+// nothing); the shared cases in sdks/conformance/ check it against the host.
 
 import { Writer } from './cbor.js';
 import { InitContext } from './context.js';
@@ -80,6 +82,8 @@ export class Harness {
     this.eventTimeColumn = options.eventTimeColumn;
     /** The batch id handlers see in their timer values. */
     this.batchId = 0n;
+    /** Whether a runBatch batch went through (the first judges late rows by its own watermark). */
+    this.ranBatch = false;
     this.keySchema = Schema.parse(keySchema);
     this.logs = [];
     const store = new Store(this.memory);
@@ -163,7 +167,7 @@ export class Harness {
    */
   feed(key, rows) {
     const all = build(this.driver.inputSchema, rows, 'input row');
-    const keep = this.onTime(all);
+    const keep = this.onTime(all, this.watermarkMicros);
     if (keep.length === 0 && all.length > 0) return this.driver.output().builder.finish();
     const input = keep.length === all.length ? all : build(this.driver.inputSchema, keep.map((i) => all.row(i).toArray()), 'input row');
     const { key: k, bytes } = this.key(key);
@@ -172,15 +176,15 @@ export class Harness {
     return output.builder.finish();
   }
 
-  onTime(rows) {
+  onTime(rows, watermark) {
     const all = Array.from({ length: rows.length }, (_, i) => i);
-    if (this.eventTimeColumn === undefined || this.watermarkMicros === undefined || this.driver.spec.acceptsLateRows) return all;
+    if (this.eventTimeColumn === undefined || watermark === undefined || this.driver.spec.acceptsLateRows) return all;
     const index = this.driver.inputSchema.indexOf(this.eventTimeColumn);
     if (index < 0) throw new EddyError(`the event-time column \`${this.eventTimeColumn}\` is not in the input schema`);
     const column = rows.column(index);
     return all.filter((i) => {
       const at = column.get(i);
-      return !(typeof at === 'bigint' && at <= this.watermarkMicros);
+      return !(typeof at === 'bigint' && at <= watermark);
     });
   }
 
@@ -224,13 +228,65 @@ export class Harness {
 
   fire(mode, clock) {
     const output = this.driver.output();
-    if (this.driver.spec.timeMode !== mode) return output.builder.finish();
-    const snapshot = this.memory.snapshot();
+    this.fireInto(mode, clock, this.memory.snapshot(), output);
+    return output.builder.finish();
+  }
+
+  fireInto(mode, clock, snapshot, output) {
+    if (this.driver.spec.timeMode !== mode || clock === undefined) return;
     for (const [expiryTime, keyBytes] of this.memory.dueTimers(clock)) {
       if (!this.memory.takeTimer(expiryTime, keyBytes)) continue; // deleted by an earlier handler
       const key = this.keyFromBytes(keyBytes);
       this.call(keyBytes, snapshot, (tv) => this.driver.handleExpiredTimer(key, tv, Object.freeze({ expiryTime }), output));
     }
+  }
+
+  /**
+   * Runs one micro-batch as the host does and returns its output: `{processingTime,
+   * watermark, keys}` (bigint micros; neither clock goes back; `keys` an array of
+   * [key, rows]). Each key's rows go to one handleInputRows call — late rows dropped
+   * first, judged by the previous batch's watermark (the first batch's own), unless the
+   * processor accepts late rows; a key left without rows is not called — then every
+   * timer due at the batch's clock (the processing time, or the watermark for event-time
+   * timers) fires, in expiry order. A timer a handler registers that is already due
+   * fires in the next batch. Like the host, a batch with a failing call keeps nothing:
+   * state, timers, clocks and batchId stay as they were (the error is rethrown).
+   * batchId counts the batches that went through.
+   */
+  runBatch({ processingTime, watermark, keys = [] }) {
+    const now = micros(processingTime, 'processing time');
+    const mark = watermark === undefined || watermark === null ? undefined : micros(watermark, 'watermark');
+    if (now < this.processingTimeMicros) {
+      throw new EddyError(`processing time cannot go back from ${this.processingTimeMicros} to ${now}`);
+    }
+    if (this.watermarkMicros !== undefined && (mark === undefined || mark < this.watermarkMicros)) {
+      throw new EddyError(`the watermark cannot go back from ${this.watermarkMicros} to ${mark}`);
+    }
+    const lateRowsWatermark = this.ranBatch ? this.watermarkMicros : mark;
+    const clocks = [this.processingTimeMicros, this.watermarkMicros];
+    [this.processingTimeMicros, this.watermarkMicros] = [now, mark];
+    this.memory.now = now;
+    const snapshot = this.memory.snapshot();
+    const output = this.driver.output();
+    try {
+      for (const [key, rows] of keys) {
+        const all = build(this.driver.inputSchema, rows, 'input row');
+        const keep = this.onTime(all, lateRowsWatermark);
+        if (keep.length === 0) continue;
+        const input = keep.length === all.length ? all : build(this.driver.inputSchema, keep.map((i) => all.row(i).toArray()), 'input row');
+        const { key: k, bytes } = this.key(key);
+        this.call(bytes, snapshot, (tv) => this.driver.handleInputRows(k, input, tv, output));
+      }
+      const mode = this.driver.spec.timeMode;
+      this.fireInto(mode, mode === 'event-time' ? mark : now, snapshot, output);
+    } catch (e) {
+      this.memory.restore(snapshot);
+      [this.processingTimeMicros, this.watermarkMicros] = clocks;
+      this.memory.now = clocks[0];
+      throw e;
+    }
+    this.batchId += 1n;
+    this.ranBatch = true;
     return output.builder.finish();
   }
 

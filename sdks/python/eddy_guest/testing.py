@@ -9,6 +9,9 @@ clock reaches them — processing-time timers when the processing time does
 (:meth:`Harness.set_watermark`). A timer is removed before its handler runs. Like a
 failed batch on the host, a handler call that raises leaves state and timers as they
 were before it (the exception propagates to the test).
+
+:meth:`Harness.run_batch` runs one micro-batch exactly as the host does (rows, then due
+timers, all or nothing); the shared cases in `sdks/conformance/` check it against the host.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ class Harness:
         #: batch would.
         self.batch_id = 0
         self._event_time_column = event_time_column
+        self._ran_batch = False  # the first run_batch judges late rows by its own watermark
         log.capture_start()
         try:
             self._driver = Driver(processor_class, ctx)
@@ -111,7 +115,7 @@ class Harness:
         late rows (event time at or before the watermark) are dropped first unless the
         processor accepts late rows; when none is left the processor is not called."""
         rows = list(rows)
-        on_time = self._on_time(rows)
+        on_time = self._on_time(rows, self.watermark)
         if rows and not on_time:
             return self._driver.output().finish()
         input_rows = batch(self._driver.ctx.input_schema, on_time)
@@ -122,9 +126,9 @@ class Harness:
                    self._timer_values(), output)
         return output.finish()
 
-    def _on_time(self, rows: list) -> list:
+    def _on_time(self, rows: list, watermark: Optional[int]) -> list:
         column = self._event_time_column
-        if column is None or self.watermark is None or self._driver.spec.accepts_late_rows:
+        if column is None or watermark is None or self._driver.spec.accepts_late_rows:
             return rows
         schema = self._driver.ctx.input_schema
         index = schema.index_of(column)
@@ -133,7 +137,7 @@ class Harness:
             at = row.get(column) if isinstance(row, dict) else row[index]
             if isinstance(at, datetime.datetime):
                 at = micros(at - datetime.datetime(1970, 1, 1, tzinfo=at.tzinfo))
-            if not (isinstance(at, int) and at <= self.watermark):
+            if not (isinstance(at, int) and at <= watermark):
                 kept.append(row)
         return kept
 
@@ -171,9 +175,12 @@ class Harness:
 
     def _fire(self, mode: str, clock: int) -> Rows:
         output = self._driver.output()
-        if self._driver.spec.time_mode != mode:
-            return output.finish()
-        snapshot = self._memory.snapshot()
+        self._fire_into(mode, clock, self._memory.snapshot(), output)
+        return output.finish()
+
+    def _fire_into(self, mode: str, clock: Optional[int], snapshot: dict, output) -> None:
+        if self._driver.spec.time_mode != mode or clock is None:
+            return
         for expiry, key_bytes in self._memory.due_timers(clock):
             if not self._memory.take_timer(expiry, key_bytes):
                 continue  # deleted by an earlier handler
@@ -181,6 +188,49 @@ class Harness:
             key = Key(parts, [f.data_type for f in self._key_schema])
             self._call(key_bytes, snapshot, self.processor.handle_expired_timer, key, self._timer_values(),
                        ExpiredTimer(expiry), output)
+
+    def run_batch(self, rows_by_key: Any, *, processing_time: int, watermark: Optional[int] = None) -> Rows:
+        """Runs one micro-batch as the host does, at `processing_time` with `watermark`
+        (neither goes back), and returns its output. `rows_by_key` maps each key (a
+        value or list of key parts) to its rows (a dict, or a list of (key, rows)).
+
+        Each key's rows go to one `handle_input_rows` call — late rows dropped first,
+        judged by the previous batch's watermark (the first batch's own), unless the
+        processor accepts late rows; a key left without rows is not called — then every
+        timer due at the batch's clock (the processing time, or the watermark for
+        event-time timers) fires, in expiry order. A timer a handler registers that is
+        already due fires in the next batch. Like the host, a batch with a failing call
+        keeps nothing: state, timers, clocks and `batch_id` stay as they were (the
+        exception propagates). `batch_id` counts the batches that went through."""
+        if processing_time < self.processing_time:
+            raise EddyError(f"processing time cannot go back from {self.processing_time} to {processing_time}")
+        if self.watermark is not None and (watermark is None or watermark < self.watermark):
+            raise EddyError(f"the watermark cannot go back from {self.watermark} to {watermark}")
+        late_rows_watermark = self.watermark if self._ran_batch else watermark
+        clocks = (self.processing_time, self.watermark)
+        self.processing_time, self.watermark = processing_time, watermark
+        self._memory.now = processing_time
+        snapshot = self._memory.snapshot()
+        try:
+            output = self._driver.output()
+            pairs = rows_by_key.items() if isinstance(rows_by_key, dict) else rows_by_key
+            for key, rows in pairs:
+                on_time = self._on_time(list(rows), late_rows_watermark)
+                if not on_time:
+                    continue
+                input_rows = batch(self._driver.ctx.input_schema, on_time)
+                key_obj, key_bytes = self._key(key)
+                self._call(key_bytes, snapshot, self.processor.handle_input_rows, key_obj, input_rows,
+                           self._timer_values(), output)
+            clock = watermark if self._driver.spec.time_mode == "event-time" else processing_time
+            self._fire_into(self._driver.spec.time_mode, clock, snapshot, output)
+        except BaseException:
+            self._memory.restore(snapshot)
+            self.processing_time, self.watermark = clocks
+            self._memory.now = clocks[0]
+            raise
+        self.batch_id += 1
+        self._ran_batch = True
         return output.finish()
 
     def value_state(self, name: str, key: Any, type: Any = None) -> Any:

@@ -7,9 +7,10 @@
 //!
 //! Config (JSON):
 //! `{"time_mode": "none" | "processing-time" | "event-time", "state": [{"name": "v1",
-//! "kind": "value" | "list" | "map", "ttl_ms": 1000}], "deleted": ["old"]}` — `time_mode`
-//! defaults to `none`, `state` and `deleted` (variables deleted with
-//! `delete_if_exists`) to `[]`, `ttl_ms` to no TTL. State values are strings.
+//! "kind": "value" | "list" | "map", "ttl_ms": 1000}], "deleted": ["old"],
+//! "accepts_late_rows": true}` — `time_mode` defaults to `none`, `state` and `deleted`
+//! (variables deleted with `delete_if_exists`) to `[]`, `ttl_ms` to no TTL,
+//! `accepts_late_rows` to `false`. State values are strings.
 //!
 //! | op                | uses      | result                                          |
 //! |-------------------|-----------|-------------------------------------------------|
@@ -99,6 +100,8 @@ struct Config {
     state: Vec<Declaration>,
     #[serde(default)]
     deleted: Vec<String>,
+    #[serde(default)]
+    accepts_late_rows: bool,
 }
 
 fn no_time_mode() -> String {
@@ -402,6 +405,7 @@ impl StatefulProcessor for Scripted {
             "event-time" => TimeMode::EventTime,
             other => bail!("unknown time_mode `{other}`; use none, processing-time or event-time"),
         });
+        ctx.set_accepts_late_rows(config.accepts_late_rows);
         let schema = Schema::parse("op STRING, name STRING, k STRING, v STRING")?;
         ctx.set_initial_state_schema(schema);
         ctx.set_output_schema(Schema::parse("op STRING, result STRING")?);

@@ -5,6 +5,7 @@ mod aggregate_stage;
 mod bounded_batches;
 mod chain_torture;
 mod compatibility;
+mod conformance;
 mod dashboard;
 mod engine;
 mod failure_containment;

@@ -4,7 +4,6 @@
 //! cases; the host is their reference.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, StringArray, TimestampMicrosecondArray};
@@ -15,7 +14,7 @@ use eddy::operator::{BatchTime, OperatorOptions, WasmOperator};
 use eddy::pipeline::{DEFAULT_SPILL_STATE_BYTES, InstanceLimits};
 use eddy::state::StateStore;
 use eddy::wasm::{Module, WasmRuntime};
-use eddy_tests::TEST_QUERY_ID;
+use eddy_tests::{TEST_QUERY_ID, repo_root, wasm};
 use serde_json::{Value, json};
 
 /// The commands whose output rows only acknowledge a write (left out of `output`).
@@ -35,22 +34,14 @@ const WRITES: [&str; 10] = [
 /// One output row: the command (or `timer.fired`) and its result as JSON.
 type Out = (String, Value);
 
-/// This test's repository (not `eddy_tests::repo_root`: a target directory shared by
-/// several checkouts may hold that library built in another one).
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The `scripted` component of this repository (`make guests` builds it).
+/// The `scripted` component (`make guests` builds it).
 fn scripted() -> Module {
-    let path = repo().join("build/wasm/scripted.wasm");
-    assert!(path.is_file(), "{} is missing: run `make guests` first", path.display());
-    WasmRuntime::new(WasmRuntime::default_cache_dir()).expect("runtime").load(&path).expect("module loads")
+    WasmRuntime::new(WasmRuntime::default_cache_dir()).expect("runtime").load(&wasm("scripted")).expect("module loads")
 }
 
 /// Every case of every file in `sdks/conformance/`, as (file, case).
 fn cases() -> Vec<(String, Value)> {
-    let dir = repo().join("sdks/conformance");
+    let dir = repo_root().join("sdks/conformance");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .expect("sdks/conformance/ is readable")
         .map(|entry| entry.expect("a directory entry").path())

@@ -134,7 +134,7 @@ impl Query {
     }
 
     /// Plans and, when there is anything to do (new rows, due timers, or a watermark
-    /// that moved since the last batch), runs one batch at processing time `now`;
+    /// that moved since the last batch for a stage that evicts or outputs by it), runs one batch at processing time `now`;
     /// returns its metrics and progress record. A batch that was planned but not
     /// committed before a crash is re-run exactly as planned instead.
     pub fn try_run_batch(&mut self, now: i64) -> Result<Option<(BatchMetrics, QueryProgress)>> {
@@ -199,7 +199,11 @@ impl Query {
             late_rows_watermark: None,
         };
         let last_watermark = self.last_batch_watermark()?;
-        let watermark_moved = time.watermark.is_some() && time.watermark != last_watermark;
+        // A batch without new rows runs for the watermark only when a stage would evict
+        // or output because it moved (Spark: complete mode, for one, never does).
+        let watermark_moved = time.watermark.is_some()
+            && time.watermark != last_watermark
+            && self.stages.iter().any(|stage| stage.runs_when_the_watermark_moves());
         if !planned.iter().any(Option::is_some) && !watermark_moved && !self.timers_due(time)? {
             return Ok(None);
         }

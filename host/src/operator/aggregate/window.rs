@@ -520,6 +520,13 @@ impl Stage for WindowStage {
         true
     }
 
+    /// Spark's `StateStoreSaveExec` and `SessionWindowStateStoreSaveExec`: append and
+    /// update mode close windows by the watermark; complete mode neither drops nor
+    /// evicts, so a watermark that moved alone runs no batch.
+    fn runs_when_the_watermark_moves(&self) -> bool {
+        self.spec.output_mode != OutputMode::Complete
+    }
+
     fn timers_due(&mut self, store: &StateStore, time: BatchTime) -> Result<bool> {
         match (self.spec.output_mode, time.watermark) {
             (OutputMode::Complete, _) | (_, None) => Ok(false),

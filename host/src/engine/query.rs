@@ -283,7 +283,11 @@ impl Query {
             schema = stage.output_schema().clone();
             output.txns.extend(ran.txns);
             output.rows = ran.rows;
-            output.stats.push(ran.stats);
+            // Progress lists the stateful stages (Spark's `stateOperators`); a stateless
+            // stage keeps nothing to report there.
+            if !stage.is_stateless() {
+                output.stats.push(ran.stats);
+            }
         }
         output.run_ms = started.elapsed().as_millis() as u64;
         Ok(output)
@@ -363,7 +367,8 @@ fn pause_after_publish() {
     }
 }
 
-/// The metrics of a batch from its input and what its stages did.
+/// The metrics of a batch from its input and what its stateful stages did (the rows
+/// the input step dropped as late count for the first of them, whose rule it applied).
 fn batch_metrics(input: Input, mut stages: Vec<StageStats>, output_rows: u64) -> BatchMetrics {
     if let Some(first) = stages.first_mut() {
         first.rows_dropped_by_watermark += input.rows_dropped_by_watermark;

@@ -10,6 +10,7 @@
 //! "kind": "value" | "list" | "map", "ttl_ms": 1000}], "deleted": ["old"]}` — `time_mode`
 //! defaults to `none`, `state` and `deleted` (variables deleted with
 //! `delete_if_exists`) to `[]`, `ttl_ms` to no TTL. State values are strings.
+//! `"panic_in_init": true` makes `init` panic with `scripted init panic`.
 //!
 //! | op                | uses      | result                                          |
 //! |-------------------|-----------|-------------------------------------------------|
@@ -99,6 +100,9 @@ struct Config {
     state: Vec<Declaration>,
     #[serde(default)]
     deleted: Vec<String>,
+    /// Panics in `init` with `scripted init panic`.
+    #[serde(default)]
+    panic_in_init: bool,
 }
 
 fn no_time_mode() -> String {
@@ -396,6 +400,9 @@ fn open_undeclared(name: &str) -> Result<String> {
 impl StatefulProcessor for Scripted {
     fn init(ctx: &mut InitContext) -> Result<Self> {
         let config: Config = ctx.config()?;
+        if config.panic_in_init {
+            panic!("scripted init panic");
+        }
         ctx.set_time_mode(match config.time_mode.as_str() {
             "none" => TimeMode::None,
             "processing-time" => TimeMode::ProcessingTime,

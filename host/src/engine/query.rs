@@ -134,9 +134,10 @@ impl Query {
     }
 
     /// Plans and, when there is anything to do (new rows, due timers, or a watermark
-    /// that moved since the last batch for a stage that evicts or outputs by it), runs one batch at processing time `now`;
-    /// returns its metrics and progress record. A batch that was planned but not
-    /// committed before a crash is re-run exactly as planned instead.
+    /// that moved since the last batch for a stage that evicts or outputs by it), runs
+    /// one batch at processing time `now`; returns its metrics and progress record. A
+    /// batch that was planned but not committed before a crash is re-run exactly as
+    /// planned instead.
     pub fn try_run_batch(&mut self, now: i64) -> Result<Option<(BatchMetrics, QueryProgress)>> {
         let started = Instant::now();
         let Some(plan) = self.plan(now, started)? else { return Ok(None) };

@@ -309,11 +309,14 @@ pub(crate) fn before_direct_call() {
 }
 
 /// Before a call that only needs the host's current key (a log message; also from the
-/// panic hook, so never while the buffer is borrowed).
+/// panic hook, so never while the buffer is borrowed). Outside a handler call (in
+/// `init`) there is no key to select.
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) fn select_current() {
     PENDING.with(|pending| {
-        if let Ok(mut pending) = pending.try_borrow_mut() {
+        if let Ok(mut pending) = pending.try_borrow_mut()
+            && pending.kind.is_some()
+        {
             pending.select();
         }
     });

@@ -40,17 +40,18 @@ fn with_driver<P: StatefulProcessor, R>(call: impl FnOnce(&mut Driver<P>) -> Res
     })
 }
 
-/// Makes a panic also reach the operator's log (tagged with the module and key by
-/// the host) before the instance traps; the message still goes to stderr as well.
+/// Hands a panic's message and location to the host before the instance aborts: the
+/// contract's `logging` says that the last message logged at error level in a call
+/// that aborts is why, so the batch's error names it (as a Python or JavaScript
+/// processor's exception is named by the error its handler returns). The message
+/// goes to the operator's log too; not to stderr as well, where it would be shown twice.
 fn install_panic_hook() {
     static INSTALLED: Once = Once::new();
     INSTALLED.call_once(|| {
-        let default_hook = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             let message = info.payload_as_str().unwrap_or("(no message)");
             let place = info.location().map(|l| format!(" at {l}")).unwrap_or_default();
             log(Level::Error, &format!("the processor panicked{place}: {message}"));
-            default_hook(info);
         }));
     });
 }

@@ -150,6 +150,16 @@ impl Scripted {
         Self::open_shard(module, store, config, limits, TEST_QUERY_ID, 0..16)
     }
 
+    /// Opening a processor declaring what `config` says, on a fresh store: its error
+    /// when `init` fails.
+    pub fn try_new(config: serde_json::Value, limits: InstanceLimits) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = StateStore::open(&dir.path().join("state")).expect("store opens");
+        let mut this = Self::try_open_shard(&load("scripted"), store, config, limits, TEST_QUERY_ID, 0..16)?;
+        this._dir = Some(dir);
+        Ok(this)
+    }
+
     fn open_shard(
         module: &Module,
         store: StateStore,
@@ -158,6 +168,17 @@ impl Scripted {
         query_id: &str,
         key_group_range: Range<u16>,
     ) -> Self {
+        Self::try_open_shard(module, store, config, limits, query_id, key_group_range).expect("operator opens")
+    }
+
+    fn try_open_shard(
+        module: &Module,
+        store: StateStore,
+        config: serde_json::Value,
+        limits: InstanceLimits,
+        query_id: &str,
+        key_group_range: Range<u16>,
+    ) -> anyhow::Result<Self> {
         let options = OperatorOptions {
             operator_id: 0,
             key_columns: vec!["key".into()],
@@ -172,9 +193,9 @@ impl Scripted {
             query_id: query_id.to_string(),
             run_id: "scripted-run".into(),
         };
-        let operator = WasmOperator::open(module, &scripted_schema(), options).expect("operator opens");
+        let operator = WasmOperator::open(module, &scripted_schema(), options)?;
         let next_batch = store.committed_batch().expect("readable").map_or(0, |id| id + 1);
-        Self { store, operator, last_evicted: 0, next_batch, _dir: None }
+        Ok(Self { store, operator, last_evicted: 0, next_batch, _dir: None })
     }
 
     /// Runs `commands` as one batch at processing time `now_ms`, commits it, and

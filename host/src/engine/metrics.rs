@@ -70,7 +70,8 @@ pub struct BatchMetrics {
     pub rows_dropped_by_watermark: u64,
     /// Event times of the input.
     pub event_time: EventTimeStats,
-    /// What each stage did, in chain order.
+    /// What each stateful stage did, in chain order (a stateless one keeps nothing to
+    /// report: Spark lists only stateful operators in `stateOperators`).
     pub stages: Vec<StageStats>,
     /// Estimated live state entries after the batch.
     pub state_rows_total: u64,

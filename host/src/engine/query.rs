@@ -134,9 +134,10 @@ impl Query {
     }
 
     /// Plans and, when there is anything to do (new rows, due timers, or a watermark
-    /// that moved since the last batch), runs one batch at processing time `now`;
-    /// returns its metrics and progress record. A batch that was planned but not
-    /// committed before a crash is re-run exactly as planned instead.
+    /// that moved since the last batch for a stage that evicts or outputs by it), runs
+    /// one batch at processing time `now`; returns its metrics and progress record. A
+    /// batch that was planned but not committed before a crash is re-run exactly as
+    /// planned instead.
     pub fn try_run_batch(&mut self, now: i64) -> Result<Option<(BatchMetrics, QueryProgress)>> {
         let started = Instant::now();
         let Some(plan) = self.plan(now, started)? else { return Ok(None) };
@@ -199,7 +200,11 @@ impl Query {
             late_rows_watermark: None,
         };
         let last_watermark = self.last_batch_watermark()?;
-        let watermark_moved = time.watermark.is_some() && time.watermark != last_watermark;
+        // A batch without new rows runs for the watermark only when a stage would evict
+        // or output because it moved (Spark: complete mode, for one, never does).
+        let watermark_moved = time.watermark.is_some()
+            && time.watermark != last_watermark
+            && self.stages.iter().any(|stage| stage.runs_when_the_watermark_moves());
         if !planned.iter().any(Option::is_some) && !watermark_moved && !self.timers_due(time)? {
             return Ok(None);
         }
@@ -279,7 +284,11 @@ impl Query {
             schema = stage.output_schema().clone();
             output.txns.extend(ran.txns);
             output.rows = ran.rows;
-            output.stats.push(ran.stats);
+            // Progress lists the stateful stages (Spark's `stateOperators`); a stateless
+            // stage keeps nothing to report there.
+            if !stage.is_stateless() {
+                output.stats.push(ran.stats);
+            }
         }
         output.run_ms = started.elapsed().as_millis() as u64;
         Ok(output)
@@ -359,7 +368,8 @@ fn pause_after_publish() {
     }
 }
 
-/// The metrics of a batch from its input and what its stages did.
+/// The metrics of a batch from its input and what its stateful stages did (the rows
+/// the input step dropped as late count for the first of them, whose rule it applied).
 fn batch_metrics(input: Input, mut stages: Vec<StageStats>, output_rows: u64) -> BatchMetrics {
     if let Some(first) = stages.first_mut() {
         first.rows_dropped_by_watermark += input.rows_dropped_by_watermark;

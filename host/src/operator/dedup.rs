@@ -1,8 +1,12 @@
 //! The deduplication stage: Spark's `dropDuplicates` (with the event-time column among
 //! the key: a key is remembered until the watermark passes its event time),
 //! `dropDuplicatesWithinWatermark` (the key alone, remembered for the watermark delay
-//! after its first occurrence's event time) and, without a watermark, every key
-//! forever. The first occurrence of a key is output; later ones are dropped.
+//! after its first occurrence's event time) and every key forever (`state =
+//! "forever"`: no watermark, or a key without the event-time column). The first
+//! occurrence of a key is output; later ones are dropped. With a watermark, rows at or
+//! before the previous batch's watermark are dropped as late whatever the retention,
+//! as Spark's `StreamingDeduplicateExec` filters its input by the event-time column of
+//! its child's output, not of its key.
 //!
 //! State per key: the value `seen` (CBOR: the event time at which it may be
 //! forgotten, or null when kept forever) and an event-time timer at that time, which
@@ -24,7 +28,8 @@ pub struct DedupStage {
     key_groups: u16,
     key_columns: Vec<String>,
     key_indices: Vec<usize>,
-    /// The event-time column's index, for the retentions that need one.
+    /// The event-time column's index: late rows are judged by it, and the retentions
+    /// that forget a key read its time there.
     time_index: Option<usize>,
     retention: DedupRetention,
     schema: SchemaRef,
@@ -55,7 +60,13 @@ impl DedupStage {
             }
         }
         let time_index = match (&spec.retention, &spec.event_time_column) {
-            (DedupRetention::Forever, _) | (_, None) => None,
+            (_, None) => None,
+            // Every key kept: late rows are still dropped when the input has the
+            // event-time column (a stage before may have projected it away: then, as in
+            // Spark, the watermark does not reach this stage).
+            (DedupRetention::Forever, Some(column)) => {
+                input.index_of(column).ok().map(|_| event_time_index(input, column)).transpose()?
+            }
             (_, Some(column)) => Some(event_time_index(input, column)?),
         };
         Ok(DedupStage {

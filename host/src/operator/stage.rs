@@ -101,6 +101,14 @@ pub trait Stage: Send {
         false
     }
 
+    /// Whether a batch without new input must run when the watermark moved: the stage
+    /// evicts or outputs by the watermark (Spark's `shouldRunAnotherBatch`, asked of
+    /// each stateful operator; a no-data batch runs when one of them says yes). A
+    /// stateful stage says yes unless it says otherwise; a stateless one, no.
+    fn runs_when_the_watermark_moves(&self) -> bool {
+        !self.is_stateless()
+    }
+
     /// Whether one of its timers is due at `time`, so that a batch must run even
     /// without new input.
     fn timers_due(&mut self, store: &StateStore, time: BatchTime) -> Result<bool>;

@@ -347,7 +347,8 @@ pub enum DedupRetention {
         /// The watermark delay, in microseconds.
         delay_us: i64,
     },
-    /// No watermark: every key forever (`state = "forever"` in the spec).
+    /// Every key forever (`state = "forever"` in the spec): without a watermark, or
+    /// with one whose column is not in the key (late rows are still dropped).
     Forever,
 }
 

@@ -165,7 +165,7 @@ fn dedup_spec(at: &Locator, key: &str, raw: &Spanned<RawDedup>, source: &SourceS
             return Err(at.at(
                 state,
                 &format!("{key}.state"),
-                "the only value is \"forever\" (remember every key, without a watermark)",
+                "the only value is \"forever\" (remember every key; with a watermark, late rows are still dropped)",
             ));
         }
     };
@@ -190,7 +190,7 @@ fn dedup_spec(at: &Locator, key: &str, raw: &Spanned<RawDedup>, source: &SourceS
                     format!(
                         "with a watermark, the key must hold the event-time column '{}' for a key to be forgotten (Spark's dropDuplicates); \
                          or set within-watermark = true (dropDuplicatesWithinWatermark: remembered for the watermark delay), \
-                         or state = \"forever\" (every key kept)",
+                         or state = \"forever\" (every key kept; late rows still dropped)",
                         watermark.column
                     ),
                 ));

@@ -23,6 +23,14 @@ pub enum GuestProblem {
         /// or its last 4 KiB after a `…`.
         output: String,
     },
+    /// The guest aborted (`unreachable`) after logging why at error level: a Rust
+    /// processor's panic, whose SDK logs its message and location before the abort.
+    Aborted {
+        /// What it logged: e.g. `the processor panicked at src/lib.rs:9:5: boom`.
+        reason: String,
+        /// What it wrote to stdout and stderr during the call, as for a trap.
+        output: String,
+    },
     /// The guest's stack overflowed: deep or endless recursion.
     StackOverflow {
         /// The function (or cycle of functions) recursing, innermost first, when the
@@ -79,6 +87,12 @@ impl fmt::Display for GuestError {
             }
             GuestProblem::Trap { message, output } => {
                 write!(f, "module '{module}' trapped in {place}: {message}\nguest output:\n{}", indent(output))
+            }
+            GuestProblem::Aborted { reason, output } if output.is_empty() => {
+                write!(f, "module '{module}' failed in {place}: {reason}")
+            }
+            GuestProblem::Aborted { reason, output } => {
+                write!(f, "module '{module}' failed in {place}: {reason}\nguest output:\n{}", indent(output))
             }
             GuestProblem::StackOverflow { recursing } => write!(
                 f,
@@ -139,6 +153,10 @@ pub(super) fn classify(data: &HostState, failure: &wasmtime::Error, limits: Inst
         // data): overflowing it reads or writes out of bounds. A backtrace that is one
         // recursion all through tells that apart from a stray pointer.
         Some(Trap::MemoryOutOfBounds) if recursing.is_some() => GuestProblem::StackOverflow { recursing },
+        // An abort right after an error logged: the guest said why (a Rust panic).
+        Some(Trap::UnreachableCodeReached) if data.logged_error.is_some() => {
+            GuestProblem::Aborted { reason: data.logged_error.clone().unwrap_or_default(), output: data.output.text() }
+        }
         Some(trap) => GuestProblem::Trap { message: trap.to_string(), output: data.output.text() },
         None => GuestProblem::Trap { message: failure.root_cause().to_string(), output: data.output.text() },
     }

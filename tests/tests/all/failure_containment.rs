@@ -84,7 +84,7 @@ fn a_trapping_batch_commits_nothing_and_runs_again_once_the_module_is_fixed() {
     let failure = format!("error: {failure}");
     assert!(
         failure.starts_with(
-            "error: batch 1 failed; nothing of it was committed: module 'invoice_totals_buggy.wasm' trapped in \
+            "error: batch 1 failed; nothing of it was committed: module 'invoice_totals_buggy.wasm' failed in \
              handle-input-rows for key [\"zeta\"]"
         ),
         "{failure}"

@@ -148,6 +148,12 @@ impl Stage for AggregateStage {
         true
     }
 
+    /// Spark's `StateStoreSaveExec`: a batch without rows runs for a watermark that moved
+    /// in update mode (with nothing to output here), never in complete mode.
+    fn runs_when_the_watermark_moves(&self) -> bool {
+        self.spec.output_mode != OutputMode::Complete
+    }
+
     fn timers_due(&mut self, _store: &StateStore, _time: BatchTime) -> Result<bool> {
         Ok(false)
     }

@@ -318,11 +318,14 @@ impl WindowStage {
     }
 
     /// One key's rows aggregated per fixed window, leaving out the windows that ended
-    /// at or before `late` (the rows only in such windows are dropped).
+    /// at or before `late`. Each late window counts once as dropped, however many rows
+    /// fell in it: Spark drops late (group, window) rows after aggregating the batch's
+    /// rows per window (`StateStoreSaveExec` filters its input by the window's end).
     fn partials(&self, rows: &[u32], batch: &BatchRows, stats: &mut StageStats) -> Vec<WindowState> {
         let (times, values, late) = (&batch.times, &batch.values, batch.late);
         let size = self.size_us();
         let mut partials: Vec<WindowState> = Vec::new();
+        let mut late_starts: Vec<i64> = Vec::new();
         // Past a few windows a key's windows are found by start through an index.
         let mut index: HashMap<i64, usize> = HashMap::new();
         for &row in rows {
@@ -330,12 +333,11 @@ impl WindowStage {
             if times.is_null(row) {
                 continue;
             }
-            let mut counted = false;
             for start in self.starts(times.value(row)) {
                 if late.is_some_and(|watermark| start.saturating_add(size) <= watermark) {
+                    late_starts.push(start);
                     continue;
                 }
-                counted = true;
                 let found = match partials.len() {
                     0..=8 => partials.iter().position(|w| w.start == start),
                     _ => {
@@ -354,26 +356,29 @@ impl WindowStage {
                 });
                 values.add_row(row, &mut partials[at].aggregates);
             }
-            if !counted {
-                stats.rows_dropped_by_watermark += 1;
-            }
         }
+        stats.rows_dropped_by_watermark += distinct(&mut late_starts);
         partials
     }
 
     /// One key's sessions after its rows: a row opens a session `gap` long, merged with
-    /// every session it overlaps (a late row may bridge two). Rows whose session would
-    /// have ended at or before `late` are dropped.
+    /// every session it overlaps (a late row may bridge two); `None` when none of its
+    /// rows counts. Rows whose session would have ended at or before `late` are dropped,
+    /// counted once per distinct (key, row's session) as Spark counts them after
+    /// aggregating a batch's rows per session before the late filter
+    /// (`SessionWindowStateStoreRestoreExec`; one input partition).
     fn sessions(
         &self,
         before: &[WindowState],
         rows: &[u32],
         batch: &BatchRows,
         stats: &mut StageStats,
-    ) -> Vec<WindowState> {
+    ) -> Option<Vec<WindowState>> {
         let (times, values, late) = (&batch.times, &batch.values, batch.late);
         let gap = self.size_us();
         let mut sessions = before.to_vec();
+        let mut late_times: Vec<i64> = Vec::new();
+        let mut counted = false;
         for &row in rows {
             let row = row as usize;
             if times.is_null(row) {
@@ -381,9 +386,10 @@ impl WindowStage {
             }
             let time = times.value(row);
             if late.is_some_and(|watermark| time.saturating_add(gap) <= watermark) {
-                stats.rows_dropped_by_watermark += 1;
+                late_times.push(time);
                 continue;
             }
+            counted = true;
             let mut session = WindowState::new(time, time.saturating_add(gap), self.columns.len());
             values.add_row(row, &mut session.aggregates);
             let (overlapping, rest): (Vec<WindowState>, Vec<WindowState>) =
@@ -394,7 +400,8 @@ impl WindowStage {
             sessions = rest;
             sessions.push(session);
         }
-        sessions
+        stats.rows_dropped_by_watermark += distinct(&mut late_times);
+        counted.then_some(sessions)
     }
 
     /// Adds one key's rows to its windows (in `open`, and their changes to the change
@@ -415,12 +422,18 @@ impl WindowStage {
         let update = self.spec.output_mode == OutputMode::Update;
         if let WindowKind::Session { .. } = self.spec.windows {
             let before = open.sessions_of(key, key_group);
-            let sessions = self.sessions(&before, rows, batch, stats);
+            let Some(sessions) = self.sessions(&before, rows, batch, stats) else { return Ok(()) };
+            // Counted as Spark's `SessionWindowStateStoreSaveExec` counts (its state
+            // manager's `updateSessions`): a key with rows puts every session it has
+            // after the merge (updated) and removes each stored one whose start is no
+            // session's start any more (removed).
+            stats.state_rows_updated += sessions.len() as u64;
             for old in &before {
                 if !sessions.iter().any(|s| s.start == old.start) {
                     scratch.encode_key(self, key_group, key, old.start);
                     txn.log_change(&scratch.key, None);
                     txn.delete_stored(&scratch.key);
+                    stats.state_rows_removed += 1;
                 }
             }
             // Only sessions that changed are written back.
@@ -429,7 +442,6 @@ impl WindowStage {
                     scratch.encode(self, key_group, key, session);
                     txn.log_change(&scratch.key, Some(&scratch.value));
                     txn.put_stored(&scratch.key, &scratch.value);
-                    stats.state_rows_updated += 1;
                     if update {
                         changed.push((group_key.clone(), session.clone()));
                     }
@@ -503,6 +515,13 @@ impl Scratch {
     }
 }
 
+/// How many distinct values `values` holds (sorted and deduplicated in place).
+fn distinct(values: &mut Vec<i64>) -> u64 {
+    values.sort_unstable();
+    values.dedup();
+    values.len() as u64
+}
+
 /// Whether two sessions are the same (by value: a NaN aggregate equals itself here).
 fn same_session(a: &WindowState, b: &WindowState) -> bool {
     a == b || (a.start == b.start && a.end == b.end && format!("{:?}", a.aggregates) == format!("{:?}", b.aggregates))
@@ -518,6 +537,13 @@ impl Stage for WindowStage {
     /// batch's watermark (its result was final).
     fn accepts_late_rows(&self) -> bool {
         true
+    }
+
+    /// Spark's `StateStoreSaveExec` and `SessionWindowStateStoreSaveExec`: append and
+    /// update mode close windows by the watermark; complete mode neither drops nor
+    /// evicts, so a watermark that moved alone runs no batch.
+    fn runs_when_the_watermark_moves(&self) -> bool {
+        self.spec.output_mode != OutputMode::Complete
     }
 
     fn timers_due(&mut self, store: &StateStore, time: BatchTime) -> Result<bool> {

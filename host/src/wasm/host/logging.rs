@@ -17,6 +17,9 @@ impl logging::Host for HostState {
             logging::Level::Error => Level::Error,
         };
         crate::log::guest(&self.module, &self.scope.key_label(), level, &message);
+        if level == Level::Error {
+            self.logged_error = Some(message);
+        }
         Ok(())
     }
 }

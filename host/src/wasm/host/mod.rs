@@ -218,6 +218,9 @@ pub struct HostState {
     pub limits: InstanceLimits,
     /// What the current call may touch.
     pub scope: CallScope,
+    /// The last message the guest logged at error level in the current call: why it
+    /// aborted, if it then does (a Rust processor's panic; see the WIT `logging`).
+    pub logged_error: Option<String>,
 }
 
 impl HostState {
@@ -234,12 +237,14 @@ impl HostState {
             module,
             limits,
             scope: CallScope::default(),
+            logged_error: None,
         }
     }
 
     /// Starts a call, or a key within one: nothing logged in it yet.
     pub fn start_call(&mut self) {
         self.scope.usage.log_bytes = 0;
+        self.logged_error = None;
     }
 
     pub(super) fn open(&mut self, name: &str, kind: StateKind) -> wasmtime::Result<Arc<VariableDecl>> {

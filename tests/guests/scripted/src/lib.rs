@@ -11,6 +11,7 @@
 //! "accepts_late_rows": true}` — `time_mode` defaults to `none`, `state` and `deleted`
 //! (variables deleted with `delete_if_exists`) to `[]`, `ttl_ms` to no TTL,
 //! `accepts_late_rows` to `false`. State values are strings.
+//! `"panic_in_init": true` makes `init` panic with `scripted init panic`.
 //!
 //! | op                | uses      | result                                          |
 //! |-------------------|-----------|-------------------------------------------------|
@@ -102,6 +103,9 @@ struct Config {
     deleted: Vec<String>,
     #[serde(default)]
     accepts_late_rows: bool,
+    /// Panics in `init` with `scripted init panic`.
+    #[serde(default)]
+    panic_in_init: bool,
 }
 
 fn no_time_mode() -> String {
@@ -399,6 +403,9 @@ fn open_undeclared(name: &str) -> Result<String> {
 impl StatefulProcessor for Scripted {
     fn init(ctx: &mut InitContext) -> Result<Self> {
         let config: Config = ctx.config()?;
+        if config.panic_in_init {
+            panic!("scripted init panic");
+        }
         ctx.set_time_mode(match config.time_mode.as_str() {
             "none" => TimeMode::None,
             "processing-time" => TimeMode::ProcessingTime,

@@ -277,7 +277,8 @@ fn reordering_sources_is_refused_as_an_incompatible_change() {
     let swapped = eddy_run(&spec("b", "a", None), &checkpoint);
     assert!(!swapped.status.success(), "sources keep their progress by position: a swap would mix them up");
     let error = String::from_utf8_lossy(&swapped.stderr);
-    let recorded_b = format!("recorded [[source]] 1 as \"json {}\", which is now [[source]] 0", dir.path().join("b").display());
+    let recorded_b =
+        format!("recorded [[source]] 1 as \"json {}\", which is now [[source]] 0", dir.path().join("b").display());
     assert!(error.contains(&recorded_b) && error.contains("reordering [[source]] entries"), "{error}");
 
     std::fs::create_dir_all(dir.path().join("c")).expect("input dir");

@@ -94,7 +94,10 @@ fn a_header_key_that_is_not_utf8_is_a_bad_record_when_headers_are_read() {
 
     // Without a headers column the headers are not read: the record is good.
     let dir = tempfile::tempdir().expect("temp dir");
-    assert_ok(&run(&spec(dir.path(), &broker, "user STRING, amount BIGINT", "topics = [\"in\"]"), &dir.path().join("cp")));
+    assert_ok(&run(
+        &spec(dir.path(), &broker, "user STRING, amount BIGINT", "topics = [\"in\"]"),
+        &dir.path().join("cp"),
+    ));
     assert_eq!(source_stats(&dir.path().join("cp")), (3, 0));
 }
 
@@ -120,21 +123,27 @@ fn a_binary_key_read_into_a_string_column_is_a_bad_record() {
     broker.produce_raw("in", 0, Some(b"k1"), None, r#"{"amount":3}"#);
 
     let dir = tempfile::tempdir().expect("temp dir");
-    let text_key = spec(dir.path(), &broker, "key STRING, amount BIGINT", "topics = [\"in\"]\non-bad-record = \"skip\"");
+    let text_key =
+        spec(dir.path(), &broker, "key STRING, amount BIGINT", "topics = [\"in\"]\non-bad-record = \"skip\"");
     assert_ok(&run(&text_key, &dir.path().join("cp")));
     assert_eq!(source_stats(&dir.path().join("cp")), (1, 2), "the two binary keys are bad records");
     assert_eq!(output_rows(dir.path()), vec![serde_json::json!({"key": "k1", "amount": 3})]);
 
     let dir = tempfile::tempdir().expect("temp dir");
-    let failed = run(&spec(dir.path(), &broker, "key STRING, amount BIGINT", "topics = [\"in\"]"), &dir.path().join("cp"));
+    let failed =
+        run(&spec(dir.path(), &broker, "key STRING, amount BIGINT", "topics = [\"in\"]"), &dir.path().join("cp"));
     let error = stderr(&failed);
     assert!(
-        error.contains("offset 0: bad record: the record's key is not UTF-8 text (k\\xff); declare column 'key' BINARY"),
+        error
+            .contains("offset 0: bad record: the record's key is not UTF-8 text (k\\xff); declare column 'key' BINARY"),
         "{error}"
     );
 
     let dir = tempfile::tempdir().expect("temp dir");
-    assert_ok(&run(&spec(dir.path(), &broker, "key BINARY, amount BIGINT", "topics = [\"in\"]"), &dir.path().join("cp")));
+    assert_ok(&run(
+        &spec(dir.path(), &broker, "key BINARY, amount BIGINT", "topics = [\"in\"]"),
+        &dir.path().join("cp"),
+    ));
     assert_eq!(source_stats(&dir.path().join("cp")), (3, 0), "BINARY keys read every record");
 }
 

@@ -12,8 +12,8 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
 use crate::kafka::{
-    ClientSettings, EddyContext, ScanRange, create_topic, delete_records_before, delete_topic, headers, partition_for_key, scan,
-    topic_partitions, watermarks,
+    ClientSettings, EddyContext, ScanRange, create_topic, delete_records_before, delete_topic, headers,
+    partition_for_key, scan, topic_partitions, watermarks,
 };
 use crate::pipeline::KafkaProperties;
 

@@ -9,8 +9,8 @@ use toml::Spanned;
 
 use super::duration::parse_duration;
 use super::kafka::{
-    DEFAULT_KAFKA_MAX_BYTES_PER_TRIGGER, DEFAULT_MAX_OFFSETS_PER_TRIGGER, KafkaProperties, KafkaSourceSpec, METADATA_COLUMNS, StartingOffsets, Subscription,
-    check_properties,
+    DEFAULT_KAFKA_MAX_BYTES_PER_TRIGGER, DEFAULT_MAX_OFFSETS_PER_TRIGGER, KafkaProperties, KafkaSourceSpec,
+    METADATA_COLUMNS, StartingOffsets, Subscription, check_properties,
 };
 use super::limits::RawSize;
 use super::located::{Locator, positive};

@@ -382,7 +382,11 @@ impl Sink for KafkaSink {
 /// A producer with `settings` for query `query_id`, transactional (id
 /// `eddy-<query id>-sink-0`, initialised: a crashed run's open transaction is
 /// aborted) or not.
-fn create_producer(settings: &ClientSettings, query_id: &str, transactional: bool) -> Result<BaseProducer<EddyContext>> {
+fn create_producer(
+    settings: &ClientSettings,
+    query_id: &str,
+    transactional: bool,
+) -> Result<BaseProducer<EddyContext>> {
     let mut settings = settings.clone();
     if transactional {
         settings.set("transactional.id", &format!("eddy-{query_id}-sink-0"));

@@ -11,7 +11,7 @@ WASM_DIR     := build/wasm
 
 .SECONDEXPANSION:
 
-.PHONY: deps broker toolchains guests guests-languages sdk-tests build demo demo-kafka test bench bench-e2e bench-recovery bench-kafka bench-window bench-languages clean
+.PHONY: deps broker toolchains guests guests-languages sdk-tests build demo demo-kafka test bench bench-e2e bench-recovery bench-kafka bench-kafka-backlog bench-window bench-languages clean
 
 deps:
 	@scripts/install-deps.sh
@@ -87,6 +87,9 @@ bench-recovery: guests
 
 bench-kafka: guests broker
 	scripts/bench-kafka.sh
+
+bench-kafka-backlog: broker
+	scripts/bench-kafka-backlog.sh
 
 bench-window: guests
 	scripts/bench-window.sh

@@ -2,7 +2,8 @@
 //! `scripts/install-kafka-broker.sh`, found through `$EDDY_KAFKA_BROKER` or the
 //! script's default directory) on 127.0.0.1 and a free port, storing in SQLite in a
 //! temporary directory; stopped when dropped. Topics are made and read with
-//! `eddy kafka`, the same tools users have.
+//! `eddy kafka`, the same tools users have; what those tools cannot make — a header
+//! key that is not UTF-8, another producer's open transaction — with librdkafka.
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -131,6 +132,118 @@ impl Broker {
     pub fn records(&self, topic: &str) -> Vec<serde_json::Value> {
         let text = self.eddy_kafka(&["consume", topic, "--metadata", "--isolation", "read_uncommitted"], None);
         text.lines().map(|line| serde_json::from_str(line).expect("a JSON line")).collect()
+    }
+}
+
+impl Broker {
+    fn client(&self) -> rdkafka::ClientConfig {
+        let mut config = rdkafka::ClientConfig::new();
+        config.set("bootstrap.servers", self.bootstrap());
+        config
+    }
+
+    /// Writes one record with `value` to `topic` `partition`, with the raw bytes `key`
+    /// as its key and a header (value `raw`) whose key is the raw bytes `header_key`
+    /// (any bytes but NUL: Kafka does not require UTF-8, and rdkafka's own API takes
+    /// only text for header keys, so this goes through `rd_kafka_produceva`).
+    pub fn produce_raw(&self, topic: &str, partition: i32, key: Option<&[u8]>, header_key: Option<&[u8]>, value: &str) {
+        use rdkafka::bindings as rdsys;
+        use rdkafka::producer::{BaseProducer, Producer};
+        let producer: BaseProducer = self.client().create().expect("a producer");
+        let topic_c = std::ffi::CString::new(topic).expect("topic");
+        let header_c = header_key.map(|key| std::ffi::CString::new(key).expect("a header key without NUL"));
+        let header_value = b"raw";
+        let memory = |bytes: &[u8]| rdsys::rd_kafka_vu_s__bindgen_ty_1__bindgen_ty_1 {
+            ptr: bytes.as_ptr() as *mut std::os::raw::c_void,
+            size: bytes.len(),
+        };
+        // SAFETY: an all-zero item is RD_KAFKA_VTYPE_END with a null pointer.
+        let mut items: Vec<rdsys::rd_kafka_vu_t> = vec![unsafe { std::mem::zeroed() }; 5];
+        items[0].vtype = rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_TOPIC;
+        items[0].u.cstr = topic_c.as_ptr();
+        items[1].vtype = rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_PARTITION;
+        items[1].u.i32_ = partition;
+        items[2].vtype = rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_VALUE;
+        items[2].u.mem = memory(value.as_bytes());
+        let mut count = 3;
+        if let Some(key) = key {
+            items[count].vtype = rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_KEY;
+            items[count].u.mem = memory(key);
+            count += 1;
+        }
+        if let Some(name) = &header_c {
+            items[count].vtype = rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_HEADER;
+            items[count].u.header = rdsys::rd_kafka_vu_s__bindgen_ty_1__bindgen_ty_2 {
+                name: name.as_ptr(),
+                val: header_value.as_ptr().cast(),
+                size: header_value.len() as isize,
+            };
+            count += 1;
+        }
+        // SAFETY: the items point at locals that outlive the call; librdkafka copies
+        // the value, key and header (no RD_KAFKA_MSG_F_FREE).
+        let error = unsafe { rdsys::rd_kafka_produceva(producer.client().native_ptr(), items.as_ptr(), count) };
+        assert!(error.is_null(), "rd_kafka_produceva failed");
+        producer.flush(Duration::from_secs(30)).expect("the record is delivered");
+    }
+
+    /// Opens a transaction of another producer that writes `value` to `topic`
+    /// `partition` and stays open until the returned transaction is ended.
+    pub fn open_transaction(&self, topic: &str, partition: i32, value: &str) -> OpenTransaction {
+        use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+        let producer: BaseProducer = self
+            .client()
+            .set("transactional.id", format!("other-producer-{topic}-{partition}"))
+            .set("transaction.timeout.ms", "600000")
+            .create()
+            .expect("a transactional producer");
+        producer.init_transactions(Duration::from_secs(30)).expect("transactions start");
+        producer.begin_transaction().expect("a transaction begins");
+        producer
+            .send(BaseRecord::<(), str>::to(topic).partition(partition).payload(value))
+            .map_err(|(error, _)| error)
+            .expect("a record is sent");
+        producer.flush(Duration::from_secs(30)).expect("the record is delivered");
+        OpenTransaction { producer }
+    }
+
+    /// The last stable offset and the end of `topic` `partition` (what read_committed
+    /// and read_uncommitted consumers see as the end).
+    pub fn stable_and_end(&self, topic: &str, partition: i32) -> (i64, i64) {
+        use rdkafka::consumer::{BaseConsumer, Consumer};
+        let end_of = |isolation: &str| {
+            let consumer: BaseConsumer =
+                self.client().set("group.id", "test").set("isolation.level", isolation).create().expect("a consumer");
+            consumer.fetch_watermarks(topic, partition, Duration::from_secs(30)).expect("watermarks").1
+        };
+        (end_of("read_committed"), end_of("read_uncommitted"))
+    }
+}
+
+/// The progress records of a checkpoint, in batch order (none before the first).
+pub fn progress(checkpoint: &Path) -> Vec<serde_json::Value> {
+    let Ok(entries) = std::fs::read_dir(checkpoint.join("progress")) else { return Vec::new() };
+    let mut records: Vec<(u64, serde_json::Value)> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let id = entry.file_name().to_str()?.strip_suffix(".json")?.parse().ok()?;
+            Some((id, serde_json::from_slice(&std::fs::read(entry.path()).ok()?).ok()?))
+        })
+        .collect();
+    records.sort_by_key(|(id, _)| *id);
+    records.into_iter().map(|(_, record)| record).collect()
+}
+
+/// Another producer's open transaction (see [`Broker::open_transaction`]).
+pub struct OpenTransaction {
+    producer: rdkafka::producer::BaseProducer,
+}
+
+impl OpenTransaction {
+    /// Commits it.
+    pub fn commit(self) {
+        use rdkafka::producer::Producer;
+        self.producer.commit_transaction(Duration::from_secs(30)).expect("the transaction commits");
     }
 }
 

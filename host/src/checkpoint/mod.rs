@@ -35,7 +35,7 @@ pub use progress_record::{
     rows_per_second,
 };
 pub use record_log::{FORMAT_VERSION, RecordLog};
-pub use records::{CommitRecord, Metadata, OffsetsRecord, SinkManifest};
+pub use records::{CommitRecord, Metadata, OffsetsRecord, SinkManifest, check_source_order};
 pub use source_log::{LoggedFile, SourceLog};
 
 /// A query's checkpoint directory.

@@ -1,18 +1,19 @@
 //! `eddy kafka`: small tools around a Kafka cluster for examples, tests and users —
-//! create a topic, load JSON lines into it, read it back, delete old records.
+//! create or delete a topic, load JSON lines into it, read it back, delete old records.
 
 use std::io::{BufRead, Write};
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use rdkafka::consumer::BaseConsumer;
-use rdkafka::message::{Headers, Message};
+use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
 use crate::kafka::{
-    ClientSettings, EddyContext, ScanRange, create_topic, delete_records_before, partition_for_key, scan,
-    topic_partitions, watermarks,
+    ClientSettings, EddyContext, ScanRange, create_topic, delete_records_before, delete_topic, headers,
+    partition_for_key, scan, topic_partitions, watermarks,
 };
 use crate::pipeline::KafkaProperties;
 
@@ -42,6 +43,11 @@ enum KafkaCommand {
         /// Succeed when the topic exists already.
         #[arg(long)]
         if_not_exists: bool,
+    },
+    /// Deletes a topic and its records.
+    DeleteTopic {
+        /// The topic.
+        topic: String,
     },
     /// Writes JSON lines (a file, or stdin) into a topic, one record per line.
     Produce {
@@ -95,6 +101,7 @@ pub fn run(args: &KafkaArgs) -> Result<()> {
         KafkaCommand::CreateTopic { topic, partitions, if_not_exists } => {
             create_topic(&ClientSettings::new(&properties, &[])?, topic, *partitions, *if_not_exists)
         }
+        KafkaCommand::DeleteTopic { topic } => delete_topic(&ClientSettings::new(&properties, &[])?, topic),
         KafkaCommand::Produce { topic, file, key_field } => {
             produce(&properties, topic, file.as_deref(), key_field.as_deref())
         }
@@ -215,15 +222,11 @@ fn consume(properties: &KafkaProperties, topic: &str, metadata: bool, isolation:
     let mut visit = |i: usize, message: &rdkafka::message::BorrowedMessage<'_>| {
         let value = message.payload().map(|v| String::from_utf8_lossy(v).into_owned());
         let line = if metadata {
-            let headers: serde_json::Map<String, serde_json::Value> = message
-                .headers()
-                .map(|headers| {
-                    headers
-                        .iter()
-                        .map(|h| (h.key.to_string(), h.value.map(|v| String::from_utf8_lossy(v).into_owned()).into()))
-                        .collect()
-                })
-                .unwrap_or_default();
+            // Keys that are not UTF-8 are shown escaped (`\xNN`), never lossily.
+            let headers: serde_json::Map<String, serde_json::Value> = headers(message)
+                .iter()
+                .map(|h| (h.key_text(), h.value.map(|v| String::from_utf8_lossy(v).into_owned()).into()))
+                .collect();
             serde_json::json!({
                 "partition": message.partition(),
                 "offset": message.offset(),
@@ -237,6 +240,7 @@ fn consume(properties: &KafkaProperties, topic: &str, metadata: bool, isolation:
             value.unwrap_or_else(|| "null".into())
         };
         per_partition[i].push(line);
+        ControlFlow::Continue(())
     };
     scan(&consumer, &redactor, &ranges, false, "eddy kafka consume", &mut on_lost, &mut visit)?;
     super::print_to_stdout(|out| {

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 
-use crate::checkpoint::{CheckpointDir, Metadata};
+use crate::checkpoint::{CheckpointDir, Metadata, check_source_order};
 use crate::decode::decode_json_lines;
 use crate::operator::{AggregateStage, DedupStage, OperatorOptions, ShardedOperator, SqlStage, Stage, WindowStage};
 use crate::pipeline::{OperatorSpec, Pipeline, StageKind, StageSpec};
@@ -38,6 +38,10 @@ pub(super) fn open_parts(
     module_cache: Option<PathBuf>,
 ) -> Result<Parts> {
     let existing = Metadata::read(&checkpoint.metadata_file())?;
+    let source_identities: Vec<String> = pipeline.sources.iter().map(|source| source.identity()).collect();
+    if let Some(metadata) = &existing {
+        check_source_order(&metadata.sources, &source_identities, checkpoint.root())?;
+    }
     let store = StateStore::open(&checkpoint.store_dir())?;
     let run = RunIds {
         query_id: match &existing {
@@ -60,8 +64,14 @@ pub(super) fn open_parts(
         .collect::<Result<Vec<_>>>()?;
     let new_query = store.committed_batch()?.is_none();
     let fingerprint = pipeline_fingerprint(pipeline);
-    let metadata =
-        Metadata::record(&checkpoint.metadata_file(), existing, &run.query_id, fingerprint, pipeline.key_groups)?;
+    let metadata = Metadata::record(
+        &checkpoint.metadata_file(),
+        existing,
+        &run.query_id,
+        fingerprint,
+        pipeline.key_groups,
+        source_identities,
+    )?;
     let owner = SinkOwner { query_id: metadata.id.clone(), checkpoint: checkpoint.root().to_path_buf(), new_query };
     let sink = crate::sink::open(&pipeline.sink, &owner)?;
     Ok(Parts { store, stages, sources, sink, query_id: metadata.id, run_id: run.run_id, schemas_to_record })

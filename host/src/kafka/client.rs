@@ -134,6 +134,7 @@ impl ClientContext for EddyContext {
 impl ConsumerContext for EddyContext {}
 
 /// The resolved configuration of one client.
+#[derive(Clone)]
 pub struct ClientSettings {
     config: ClientConfig,
     redactor: Redactor,
@@ -267,6 +268,24 @@ pub fn create_topic(settings: &ClientSettings, topic: &str, partitions: i32, exi
             Ok(_) => {}
             Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists)) if exist_ok => {}
             Err((name, code)) => return Err(anyhow!("cannot create topic '{name}': {code}")),
+        }
+    }
+    Ok(())
+}
+
+/// Deletes `topic` (used by `eddy kafka` and tests).
+pub fn delete_topic(settings: &ClientSettings, topic: &str) -> Result<()> {
+    use rdkafka::admin::{AdminClient, AdminOptions};
+    let admin: AdminClient<EddyContext> = settings.create("eddy kafka")?;
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().build().context("cannot start a runtime for the admin client")?;
+    let options = AdminOptions::new().operation_timeout(Some(REQUEST_TIMEOUT));
+    let results = runtime
+        .block_on(admin.delete_topics(&[topic], &options))
+        .map_err(|error| settings.redactor.error(&format!("cannot delete topic '{topic}'"), &error))?;
+    for result in results {
+        if let Err((name, code)) = result {
+            return Err(anyhow!("cannot delete topic '{name}': {code}"));
         }
     }
     Ok(())

@@ -3,13 +3,15 @@
 //! metadata and offsets, and Kafka's default partitioner.
 
 mod client;
+mod headers;
 mod partitioner;
 mod scan;
 
 pub use client::{
     ClientSettings, Deliveries, EddyContext, REQUEST_TIMEOUT, Redactor, TopicListing, create_topic,
-    delete_records_before, topic_partitions, watermarks,
+    delete_records_before, delete_topic, topic_partitions, watermarks,
 };
+pub use headers::{RawHeader, escape_bytes, header_value, headers};
 pub use partitioner::{murmur2, partition_for_key};
 pub use scan::{ScanRange, scan};
 

@@ -5,6 +5,7 @@
 //! occupy offsets a read_committed consumer never returns.
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
@@ -34,7 +35,10 @@ pub struct ScanRange {
 }
 
 /// Reads every range, calling `visit(range index, record)` for each record in it, in
-/// offset order per partition. When a range's next offsets were deleted (retention),
+/// offset order per partition, until every range is read or `visit` breaks (the
+/// record it was given is then not taken). Returns where each range's reading got
+/// to: its end when read whole, otherwise the position after the last record taken
+/// (or skipped as a transaction marker or an aborted record). When a range's next offsets were deleted (retention),
 /// `on_lost(range index, position, oldest kept)` decides: an error stops the scan,
 /// `Ok` skips to the oldest offset kept. A deleted position is found when the broker
 /// reports it, and — with `recheck_starts`, for ranges planned earlier (a re-run after
@@ -47,14 +51,14 @@ pub fn scan(
     recheck_starts: bool,
     label: &str,
     on_lost: &mut dyn FnMut(usize, i64, i64) -> Result<()>,
-    visit: &mut dyn FnMut(usize, &BorrowedMessage<'_>),
-) -> Result<()> {
+    visit: &mut dyn FnMut(usize, &BorrowedMessage<'_>) -> ControlFlow<()>,
+) -> Result<Vec<i64>> {
     let mut position: Vec<i64> = ranges.iter().map(|range| range.start).collect();
     let index: HashMap<(&str, i32), usize> =
         ranges.iter().enumerate().map(|(i, range)| ((range.topic.as_str(), range.partition), i)).collect();
     let done = |position: &[i64], i: usize| position[i] >= ranges[i].end;
     if (0..ranges.len()).all(|i| done(&position, i)) {
-        return Ok(());
+        return Ok(ends_reached(ranges, &position));
     }
     let open: Vec<usize> = (0..ranges.len()).filter(|i| recheck_starts && !done(&position, *i)).collect();
     for i in open {
@@ -74,11 +78,11 @@ pub fn scan(
                 if offset < position[i] || done(&position, i) {
                     continue;
                 }
+                if offset < ranges[i].end && visit(i, &message).is_break() {
+                    break;
+                }
                 position[i] = offset.saturating_add(1);
                 last_progress = Instant::now();
-                if offset < ranges[i].end {
-                    visit(i, &message);
-                }
             }
             Some(Err(KafkaError::PartitionEOF(_))) | None => {
                 if catch_up(consumer, ranges, &index, &mut position) {
@@ -121,7 +125,12 @@ pub fn scan(
         }
     }
     let _ = consumer.unassign();
-    Ok(())
+    Ok(ends_reached(ranges, &position))
+}
+
+/// Each range's position, never past its end.
+fn ends_reached(ranges: &[ScanRange], position: &[i64]) -> Vec<i64> {
+    ranges.iter().zip(position).map(|(range, at)| (*at).min(range.end)).collect()
 }
 
 /// Assigns the partitions not done yet at their positions.

@@ -13,6 +13,13 @@ use anyhow::{Context, Result, anyhow};
 /// across all partitions, so a large backlog is read in bounded batches.
 pub const DEFAULT_MAX_OFFSETS_PER_TRIGGER: u64 = 1_000_000;
 
+/// The default of `max-bytes-per-trigger` for Kafka sources: a batch holds at most
+/// this many bytes of records (and always at least one record).
+pub const DEFAULT_KAFKA_MAX_BYTES_PER_TRIGGER: u64 = 32 << 20;
+
+/// The default of a Kafka sink's `transaction-wait`.
+pub const DEFAULT_TRANSACTION_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// The Kafka metadata a source's schema may name as columns.
 pub const METADATA_COLUMNS: [&str; 6] = ["key", "topic", "partition", "offset", "timestamp", "headers"];
 
@@ -26,6 +33,9 @@ pub struct KafkaSourceSpec {
     /// At most this many offsets per batch, split across partitions in proportion to
     /// their backlog (`None`: everything available).
     pub max_offsets_per_trigger: Option<u64>,
+    /// At most this many bytes of records (keys, values and headers) per batch, and
+    /// always at least one record (`None`: no byte limit).
+    pub max_bytes_per_trigger: Option<u64>,
     /// Whether offsets deleted before they were read stop the query (`true`) or are
     /// skipped and counted.
     pub fail_on_data_loss: bool,
@@ -109,6 +119,10 @@ pub struct KafkaSinkSpec {
     /// Whether each batch is one Kafka transaction (read_committed consumers see a
     /// batch all at once); the header-based exactly-once holds either way.
     pub transactional: bool,
+    /// How long a batch written in a transaction and run again after a crash waits for
+    /// other producers' open transactions on its partitions to end (it must read its
+    /// committed records, which lie past their last stable offset).
+    pub transaction_wait: std::time::Duration,
     /// The librdkafka properties (`[sink.kafka]`).
     pub properties: KafkaProperties,
 }

@@ -72,6 +72,21 @@ pub struct SourceSpec {
 }
 
 impl SourceSpec {
+    /// What the source reads, e.g. `kafka topics=orders` or `json /data/in`: the
+    /// checkpoint keeps each source's progress by its position, and this tells
+    /// whether a source moved (see `checkpoint::check_source_order`).
+    pub fn identity(&self) -> String {
+        match &self.kind {
+            SourceKind::Files { format: FileFormat::Json, path, .. } => format!("json {}", path.display()),
+            SourceKind::Files { path, .. } => format!("csv {}", path.display()),
+            SourceKind::Rate { .. } => "rate".to_string(),
+            SourceKind::Kafka(kafka) => match &kafka.subscription {
+                super::kafka::Subscription::Topics(topics) => format!("kafka topics={}", topics.join(",")),
+                super::kafka::Subscription::Pattern(pattern) => format!("kafka topic-pattern={pattern}"),
+            },
+        }
+    }
+
     /// The index of the event-time column in the schema, when the source has a watermark.
     pub fn event_time_column(&self) -> Option<usize> {
         self.watermark.as_ref().and_then(|watermark| self.schema.index_of(&watermark.column).ok())

@@ -6,7 +6,7 @@ use anyhow::Result;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::kafka::{KafkaProperties, KafkaSinkSpec, check_properties};
+use super::kafka::{DEFAULT_TRANSACTION_WAIT, KafkaProperties, KafkaSinkSpec, check_properties};
 use super::located::{Locator, one_of, positive_number};
 use super::model::*;
 
@@ -21,6 +21,7 @@ pub(super) struct RawSink {
     topic_column: Option<Spanned<String>>,
     key_column: Option<Spanned<String>>,
     transactional: Option<bool>,
+    transaction_wait: Option<Spanned<String>>,
     kafka: Option<Spanned<toml::Table>>,
 }
 
@@ -56,6 +57,7 @@ pub(super) fn sink_spec(at: &Locator, base: &Path, raw: Option<&RawSink>) -> Res
                 ("key-column", sink.key_column.as_ref().map(Spanned::span)),
                 ("kafka", sink.kafka.as_ref().map(Spanned::span)),
                 ("transactional", sink.transactional.map(|_| sink.format.span())),
+                ("transaction-wait", sink.transaction_wait.as_ref().map(Spanned::span)),
             ];
             if let Some((name, Some(span))) = kafka_only.into_iter().find(|(_, span)| span.is_some()) {
                 return Err(at.error(span, &format!("sink.{name}"), "only the Kafka sink takes this key"));
@@ -109,11 +111,17 @@ fn kafka_sink(at: &Locator, base: &Path, sink: &RawSink) -> Result<KafkaSinkSpec
             return Err(at.at(table, "sink.kafka", problem));
         }
     }
+    let transaction_wait = match &sink.transaction_wait {
+        Some(text) => super::duration::parse_duration(text.get_ref())
+            .map_err(|problem| at.at(text, "sink.transaction-wait", problem))?,
+        None => DEFAULT_TRANSACTION_WAIT,
+    };
     Ok(KafkaSinkSpec {
         topic,
         topic_column,
         key_column: non_empty(&sink.key_column, "sink.key-column")?,
         transactional: sink.transactional.unwrap_or(false),
+        transaction_wait,
         properties,
     })
 }

@@ -10,8 +10,8 @@ use toml::Spanned;
 
 use super::duration::parse_duration;
 use super::kafka::{
-    DEFAULT_MAX_OFFSETS_PER_TRIGGER, KafkaProperties, KafkaSourceSpec, METADATA_COLUMNS, StartingOffsets, Subscription,
-    check_properties,
+    DEFAULT_KAFKA_MAX_BYTES_PER_TRIGGER, DEFAULT_MAX_OFFSETS_PER_TRIGGER, KafkaProperties, KafkaSourceSpec,
+    METADATA_COLUMNS, StartingOffsets, Subscription, check_properties,
 };
 use super::limits::RawSize;
 use super::located::{Locator, one_of, positive, positive_number, unknown};
@@ -177,7 +177,7 @@ fn rate_source(at: &Locator, raw: &RawSource, key: &dyn Fn(&str) -> String) -> R
     }
     if let Some(bytes) = &raw.max_bytes_per_trigger {
         let problem =
-            "only file sources take max-bytes-per-trigger; bound the rate source's batches with max-rows-per-trigger";
+            "only file and Kafka sources take max-bytes-per-trigger; bound the rate source's batches with max-rows-per-trigger";
         return Err(at.at(bytes, &key("max-bytes-per-trigger"), problem));
     }
     let max_rows_per_trigger = match &raw.max_rows_per_trigger {
@@ -233,14 +233,13 @@ fn kafka_source(at: &Locator, base: &Path, index: usize, raw: &RawSource) -> Res
     let file_only = [
         ("path", raw.path.as_ref().map(Spanned::span)),
         ("max-files-per-trigger", raw.max_files_per_trigger.as_ref().map(Spanned::span)),
-        ("max-bytes-per-trigger", raw.max_bytes_per_trigger.as_ref().map(Spanned::span)),
         ("max-rows-per-trigger", raw.max_rows_per_trigger.as_ref().map(Spanned::span)),
         ("delimiter", raw.delimiter.as_ref().map(Spanned::span)),
         ("rows-per-second", raw.rows_per_second.as_ref().map(Spanned::span)),
         ("start-time", raw.start_time.as_ref().map(Spanned::span)),
     ];
     if let Some((name, Some(span))) = file_only.into_iter().find(|(_, span)| span.is_some()) {
-        let problem = "a Kafka source does not take this key; bound its batches with max-offsets-per-trigger";
+        let problem = "a Kafka source does not take this key; bound its batches with max-offsets-per-trigger or max-bytes-per-trigger";
         return Err(at.error(span, &key(name), problem));
     }
     let subscription = match (&raw.topics, &raw.topic_pattern) {
@@ -297,6 +296,10 @@ fn kafka_source(at: &Locator, base: &Path, index: usize, raw: &RawSource) -> Res
         Some(n) => positive(at, n, &key("max-offsets-per-trigger"), false)?,
         None => DEFAULT_MAX_OFFSETS_PER_TRIGGER,
     };
+    let max_bytes_per_trigger = match &raw.max_bytes_per_trigger {
+        Some(size) => positive(at, size, &key("max-bytes-per-trigger"), true)?,
+        None => DEFAULT_KAFKA_MAX_BYTES_PER_TRIGGER,
+    };
     let Some(table) = &raw.kafka else {
         return Err(at.at(
             &raw.format,
@@ -315,6 +318,7 @@ fn kafka_source(at: &Locator, base: &Path, index: usize, raw: &RawSource) -> Res
         subscription,
         starting_offsets,
         max_offsets_per_trigger: Some(max_offsets_per_trigger),
+        max_bytes_per_trigger: Some(max_bytes_per_trigger),
         fail_on_data_loss: raw.fail_on_data_loss.unwrap_or(true),
         metadata_columns,
         properties,

@@ -246,3 +246,42 @@ fn a_deleted_variable_loses_its_data_and_nothing_else() {
     let part = std::fs::read_to_string(dir.path().join("out/part-00002.jsonl")).expect("part");
     assert_eq!(part, "{\"op\":\"map.get\",\"result\":\"null\"}\n".repeat(3), "m's data was deleted");
 }
+
+#[test]
+fn reordering_sources_is_refused_as_an_incompatible_change() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (name, user) in [("a", "from-a"), ("b", "from-b")] {
+        std::fs::create_dir_all(dir.path().join(name)).expect("input dir");
+        std::fs::write(dir.path().join(format!("{name}/1.jsonl")), format!("{{\"user\":\"{user}\",\"amount\":1}}\n"))
+            .expect("file");
+    }
+    let spec = |first: &str, second: &str, third: Option<&str>| {
+        let source = |path: &str| {
+            format!("[[source]]\nformat = \"json\"\npath = \"{path}\"\nschema = \"user STRING, amount BIGINT\"\n\n")
+        };
+        let text = format!(
+            "{}{}{}[[stage]]\nsql = \"SELECT * FROM input\"\n\n\
+             [sink]\nformat = \"json\"\npath = \"out\"\n\n[trigger]\navailable-now = true\n",
+            source(first),
+            source(second),
+            third.map(source).unwrap_or_default()
+        );
+        let file = dir.path().join("pipeline.toml");
+        std::fs::write(&file, text).expect("spec");
+        file
+    };
+    let checkpoint = dir.path().join("checkpoint");
+    let first = eddy_run(&spec("a", "b", None), &checkpoint);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+
+    let swapped = eddy_run(&spec("b", "a", None), &checkpoint);
+    assert!(!swapped.status.success(), "sources keep their progress by position: a swap would mix them up");
+    let error = String::from_utf8_lossy(&swapped.stderr);
+    let recorded_b =
+        format!("recorded [[source]] 1 as \"json {}\", which is now [[source]] 0", dir.path().join("b").display());
+    assert!(error.contains(&recorded_b) && error.contains("reordering [[source]] entries"), "{error}");
+
+    std::fs::create_dir_all(dir.path().join("c")).expect("input dir");
+    let added = eddy_run(&spec("a", "b", Some("c")), &checkpoint);
+    assert!(added.status.success(), "a source added at the end: {}", String::from_utf8_lossy(&added.stderr));
+}

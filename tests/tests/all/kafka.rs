@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use eddy_tests::kafka::Broker;
+use eddy_tests::kafka::{Broker, progress};
 use eddy_tests::{Rng, eddy_bin, wasm};
 use serde_json::Value;
 
@@ -61,20 +61,6 @@ fn assert_ok(output: &Output, broker: &Broker) {
         String::from_utf8_lossy(&output.stderr),
         broker.log()
     );
-}
-
-/// The progress records of a checkpoint, in batch order (none before the first).
-fn progress(checkpoint: &Path) -> Vec<Value> {
-    let Ok(entries) = std::fs::read_dir(checkpoint.join("progress")) else { return Vec::new() };
-    let mut records: Vec<(u64, Value)> = entries
-        .flatten()
-        .filter_map(|entry| {
-            let id = entry.file_name().to_str()?.strip_suffix(".json")?.parse().ok()?;
-            Some((id, serde_json::from_slice(&std::fs::read(entry.path()).ok()?).ok()?))
-        })
-        .collect();
-    records.sort_by_key(|(id, _)| *id);
-    records.into_iter().map(|(_, record)| record).collect()
 }
 
 /// An offset of a Spark offset JSON `{"topic":{"0":n}}`.

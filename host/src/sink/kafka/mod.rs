@@ -11,10 +11,17 @@
 //! than mix two outputs), and writes only the others — so the topics hold every row
 //! exactly once for any consumer. With `transactional = true`
 //! each batch is also one Kafka transaction (read_committed consumers see it whole).
+//! The intent records whether the batch is written in a transaction, and a re-run
+//! keeps to that whatever the sink's setting is now: a batch begun in a transaction
+//! counts only committed records as written (and fences the crashed run's open
+//! transaction), reading past other producers' open transactions once they end
+//! (see [`stable`]).
 
 mod records;
+mod stable;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -22,7 +29,7 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use rdkafka::consumer::BaseConsumer;
 use rdkafka::error::KafkaError;
-use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 use serde::{Deserialize, Serialize};
@@ -32,7 +39,7 @@ use super::{Sink, SinkOwner};
 use crate::checkpoint::{CheckpointDir, RecordLog};
 use crate::kafka::{
     ClientSettings, EddyContext, HEADER_BATCH, HEADER_PARTITIONS, HEADER_QUERY, HEADER_SEQUENCE, Redactor, ScanRange,
-    scan, topic_partitions, watermarks,
+    header_value, headers, scan, topic_partitions, watermarks,
 };
 use crate::pipeline::KafkaSinkSpec;
 
@@ -51,6 +58,10 @@ struct Intent {
     partition_counts: BTreeMap<String, i32>,
     /// Where each partition ended before the batch was written.
     starts: Vec<PartitionStart>,
+    /// Whether the batch is written in Kafka transactions (`None`: an intent written
+    /// before this was recorded, read as the sink's setting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    transactional: Option<bool>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -65,8 +76,14 @@ pub struct KafkaSink {
     spec: KafkaSinkSpec,
     query_id: String,
     producer: BaseProducer<EddyContext>,
-    /// Reads the output partitions' tails on a re-run.
+    /// A transactional producer for re-running a batch begun in a transaction when
+    /// the sink is not transactional now (made when first needed).
+    transactional_producer: Option<BaseProducer<EddyContext>>,
+    producer_settings: ClientSettings,
+    /// Reads the output partitions' tails on a re-run: every record, and only
+    /// committed ones (a batch written in transactions).
     reader: BaseConsumer<EddyContext>,
+    committed_reader: BaseConsumer<EddyContext>,
     redactor: Redactor,
     intents: RecordLog,
     description: String,
@@ -79,28 +96,23 @@ impl KafkaSink {
         let mut producer_settings =
             ClientSettings::new(&spec.properties, &[("client.id", "eddy-sink")]).context("sink")?;
         producer_settings.set("enable.idempotence", "true").set("acks", "all");
-        if spec.transactional {
-            producer_settings.set("transactional.id", &format!("eddy-{}-sink-0", owner.query_id));
-        }
-        let producer: BaseProducer<EddyContext> = producer_settings.create("sink")?;
-        let isolation = if spec.transactional { "read_committed" } else { "read_uncommitted" };
-        let mut reader_settings = ClientSettings::new(
-            &spec.properties,
-            &[("group.id", "eddy"), ("client.id", "eddy-sink-reader"), READ_WAIT],
-        )?;
-        reader_settings
-            .quiet_config_warnings()
-            .set("isolation.level", isolation)
-            .set("enable.auto.commit", "false")
-            .set("enable.partition.eof", "true")
-            .set("auto.offset.reset", "error");
-        let reader = reader_settings.create("sink")?;
+        let producer = create_producer(&producer_settings, &owner.query_id, spec.transactional)?;
+        let reader_for = |isolation: &str| -> Result<BaseConsumer<EddyContext>> {
+            let mut settings = ClientSettings::new(
+                &spec.properties,
+                &[("group.id", "eddy"), ("client.id", "eddy-sink-reader"), READ_WAIT],
+            )?;
+            settings
+                .quiet_config_warnings()
+                .set("isolation.level", isolation)
+                .set("enable.auto.commit", "false")
+                .set("enable.partition.eof", "true")
+                .set("auto.offset.reset", "error");
+            settings.create("sink")
+        };
+        let reader = reader_for("read_uncommitted")?;
+        let committed_reader = reader_for("read_committed")?;
         let redactor = producer_settings.redactor();
-        if spec.transactional {
-            producer
-                .init_transactions(TRANSACTION_TIMEOUT)
-                .map_err(|error| redactor.error("sink: cannot start Kafka transactions", &error))?;
-        }
         let target = match (&spec.topic, &spec.topic_column) {
             (_, Some(column)) => format!("topic-column={column}"),
             (Some(topic), None) => format!("topic={topic}"),
@@ -111,11 +123,33 @@ impl KafkaSink {
             spec: spec.clone(),
             query_id: owner.query_id.clone(),
             producer,
+            transactional_producer: None,
+            producer_settings,
             reader,
+            committed_reader,
             redactor,
             intents: CheckpointDir::new(owner.checkpoint.clone()).sink_intents(0),
             bytes_written: 0,
         })
+    }
+
+    /// Makes the producer [`Self::producer`] returns for `transaction`, when it is
+    /// not there yet.
+    fn prepare_producer(&mut self, transaction: bool) -> Result<()> {
+        if transaction && !self.spec.transactional && self.transactional_producer.is_none() {
+            self.transactional_producer = Some(create_producer(&self.producer_settings, &self.query_id, true)?);
+        }
+        Ok(())
+    }
+
+    /// The producer for a batch written in a `transaction` or not: the sink's own, or
+    /// (a batch begun in a transaction, the sink not transactional now) one with the
+    /// sink's transactional id, which fenced the crashed run's open transaction.
+    fn producer(&self, transaction: bool) -> &BaseProducer<EddyContext> {
+        match (&self.transactional_producer, transaction && !self.spec.transactional) {
+            (Some(producer), true) => producer,
+            _ => &self.producer,
+        }
     }
 
     /// The partition counts of `topics` now.
@@ -135,6 +169,8 @@ impl KafkaSink {
 
     /// Records where every partition of the batch's topics ends, before writing.
     fn record_intent(&self, batch_id: u64, partition_counts: BTreeMap<String, i32>) -> Result<Intent> {
+        // Ends as a read_uncommitted reader sees them: past every record, open
+        // transactions' included, so the batch's records all lie after them.
         let mut starts = Vec::new();
         for (topic, count) in &partition_counts {
             for partition in 0..*count {
@@ -142,15 +178,23 @@ impl KafkaSink {
                 starts.push(PartitionStart { topic: topic.clone(), partition, offset: high });
             }
         }
-        let intent = Intent { batch_id, partition_counts, starts };
+        let intent = Intent { batch_id, partition_counts, starts, transactional: Some(self.spec.transactional) };
         self.intents.write(batch_id, &intent)?;
         Ok(intent)
     }
 
     /// The (topic, partition, sequence) of batch `batch_id`'s records already in the
     /// partitions `records` go to, read from the intent's starts, with the hash of
-    /// each one's key and value.
-    fn already_written(&self, intent: &Intent, records: &[OutRecord]) -> Result<HashMap<(String, i32, u64), u64>> {
+    /// each one's key and value. A batch written in transactions counts only
+    /// committed records (read_committed, once other producers' open transactions
+    /// before them have ended); records of other producers are skipped, whatever
+    /// their headers hold.
+    fn already_written(
+        &self,
+        intent: &Intent,
+        records: &[OutRecord],
+        transactional: bool,
+    ) -> Result<HashMap<(String, i32, u64), u64>> {
         let targets: HashSet<(&str, i32)> = records.iter().map(|r| (r.topic.as_str(), r.partition)).collect();
         let mut ranges = Vec::new();
         for start in intent.starts.iter().filter(|s| targets.contains(&(s.topic.as_str(), s.partition))) {
@@ -165,8 +209,8 @@ impl KafkaSink {
         let mut found = HashMap::new();
         let (query, batch) = (self.query_id.as_bytes(), intent.batch_id.to_string());
         let mut visit = |i: usize, message: &rdkafka::message::BorrowedMessage<'_>| {
-            let Some(headers) = message.headers() else { return };
-            let header = |name: &str| headers.iter().find(|h| h.key == name).and_then(|h| h.value);
+            let headers = headers(message);
+            let header = |name: &str| header_value(&headers, name);
             if header(HEADER_QUERY) == Some(query) && header(HEADER_BATCH) == Some(batch.as_bytes()) {
                 let sequence = header(HEADER_SEQUENCE).and_then(|v| std::str::from_utf8(v).ok()?.parse().ok());
                 if let Some(sequence) = sequence {
@@ -174,20 +218,35 @@ impl KafkaSink {
                     found.insert((ranges[i].topic.clone(), ranges[i].partition, sequence), hash);
                 }
             }
+            ControlFlow::Continue(())
         };
         // Records deleted since the intent cannot be compared: they count as not written.
         let mut on_lost = |_: usize, _: i64, _: i64| -> Result<()> { Ok(()) };
-        scan(&self.reader, &self.redactor, &ranges, true, "sink", &mut on_lost, &mut visit)?;
+        let reader = if transactional {
+            stable::wait_for_stable_ends(
+                &self.committed_reader,
+                &self.redactor,
+                &ranges,
+                intent.batch_id,
+                self.spec.transaction_wait,
+            )?;
+            &self.committed_reader
+        } else {
+            &self.reader
+        };
+        scan(reader, &self.redactor, &ranges, true, "sink", &mut on_lost, &mut visit)?;
         Ok(found)
     }
 
-    /// Produces `records` and waits until every one is delivered.
+    /// Produces `records` with `producer` and waits until every one is delivered.
     fn produce(
-        &mut self,
+        &self,
+        producer: &BaseProducer<EddyContext>,
         batch_id: u64,
         records: &[&OutRecord],
         partition_counts: &BTreeMap<String, i32>,
-    ) -> Result<()> {
+    ) -> Result<u64> {
+        let mut bytes = 0u64;
         let batch = batch_id.to_string();
         for record in records {
             let sequence = record.sequence.to_string();
@@ -205,10 +264,10 @@ impl KafkaSink {
                 message = message.key(&key[..]);
             }
             loop {
-                match self.producer.send(message) {
+                match producer.send(message) {
                     Ok(()) => break,
                     Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                        self.producer.poll(Duration::from_millis(50));
+                        producer.poll(Duration::from_millis(50));
                         message = back;
                     }
                     Err((error, _)) => {
@@ -218,12 +277,12 @@ impl KafkaSink {
                     }
                 }
             }
-            self.bytes_written += record.value.len() as u64;
+            bytes += record.value.len() as u64;
         }
-        self.producer.flush(DELIVERY_TIMEOUT).map_err(|error| {
+        producer.flush(DELIVERY_TIMEOUT).map_err(|error| {
             self.redactor.error(&format!("sink: batch {batch_id}: records were not delivered"), &error)
         })?;
-        let deliveries = self.producer.context().take_deliveries();
+        let deliveries = producer.context().take_deliveries();
         if deliveries.failed > 0 || deliveries.delivered < records.len() as u64 {
             bail!(
                 "sink: batch {batch_id}: {} of {} records were not delivered ({}); nothing of the batch is committed and it is written again when the query restarts",
@@ -232,7 +291,7 @@ impl KafkaSink {
                 deliveries.first_error.unwrap_or_else(|| "no delivery report".into())
             );
         }
-        Ok(())
+        Ok(bytes)
     }
 }
 
@@ -260,8 +319,13 @@ impl Sink for KafkaSink {
                 (self.record_intent(batch_id, counts)?, false)
             }
         };
+        // A re-run keeps to the way the batch was begun (the intent's), whatever the
+        // sink's setting is now.
+        let transactional = intent.transactional.unwrap_or(self.spec.transactional);
+        let transaction = transactional || self.spec.transactional;
+        self.prepare_producer(transaction)?;
         let records = assign(encoded, &intent.partition_counts, batch_id)?;
-        let written = if rerun { self.already_written(&intent, &records)? } else { HashMap::new() };
+        let written = if rerun { self.already_written(&intent, &records, transactional)? } else { HashMap::new() };
         let mut missing: Vec<&OutRecord> = Vec::with_capacity(records.len());
         for record in &records {
             match written.get(&(record.topic.clone(), record.partition, record.sequence)) {
@@ -283,23 +347,27 @@ impl Sink for KafkaSink {
                 missing.len()
             ));
         }
-        if self.spec.transactional {
-            self.producer
+        let producer = self.producer(transaction);
+        if transaction {
+            producer
                 .begin_transaction()
                 .map_err(|error| self.redactor.error("sink: cannot begin a Kafka transaction", &error))?;
         }
-        let result = self.produce(batch_id, &missing, &intent.partition_counts);
-        if self.spec.transactional {
+        let result = self.produce(producer, batch_id, &missing, &intent.partition_counts);
+        if transaction {
+            pause_in_transaction();
             match &result {
-                Ok(()) => self.producer.commit_transaction(TRANSACTION_TIMEOUT).map_err(|error| {
+                Ok(_) => producer.commit_transaction(TRANSACTION_TIMEOUT).map_err(|error| {
                     self.redactor.error(&format!("sink: batch {batch_id}: cannot commit the Kafka transaction"), &error)
                 })?,
                 Err(_) => {
-                    let _ = self.producer.abort_transaction(TRANSACTION_TIMEOUT);
+                    let _ = producer.abort_transaction(TRANSACTION_TIMEOUT);
                 }
             }
         }
-        result.map_err(|error| anyhow!("{error:#}"))
+        let bytes = result.map_err(|error| anyhow!("{error:#}"))?;
+        self.bytes_written += bytes;
+        Ok(())
     }
 
     fn description(&self) -> String {
@@ -308,5 +376,34 @@ impl Sink for KafkaSink {
 
     fn bytes_written(&self) -> u64 {
         self.bytes_written
+    }
+}
+
+/// A producer with `settings` for query `query_id`, transactional (id
+/// `eddy-<query id>-sink-0`, initialised: a crashed run's open transaction is
+/// aborted) or not.
+fn create_producer(
+    settings: &ClientSettings,
+    query_id: &str,
+    transactional: bool,
+) -> Result<BaseProducer<EddyContext>> {
+    let mut settings = settings.clone();
+    if transactional {
+        settings.set("transactional.id", &format!("eddy-{query_id}-sink-0"));
+    }
+    let producer: BaseProducer<EddyContext> = settings.create("sink")?;
+    if transactional {
+        producer
+            .init_transactions(TRANSACTION_TIMEOUT)
+            .map_err(|error| settings.redactor().error("sink: cannot start Kafka transactions", &error))?;
+    }
+    Ok(producer)
+}
+
+/// Fault injection for crash tests: with `EDDY_PAUSE_IN_TRANSACTION_MS` set, a batch's
+/// transaction stays open that long after its records are delivered, before it commits.
+fn pause_in_transaction() {
+    if let Some(ms) = std::env::var("EDDY_PAUSE_IN_TRANSACTION_MS").ok().and_then(|ms| ms.parse().ok()) {
+        std::thread::sleep(Duration::from_millis(ms));
     }
 }

@@ -4,8 +4,9 @@
 //!
 //! Each batch is planned from the brokers' offsets — the last stable offsets, for
 //! the default read_committed isolation — within max-offsets-per-trigger, and its
-//! per-partition ranges are logged in `checkpoint/sources/<index>/<N>` before it runs,
-//! so a batch re-run after a crash reads exactly the same records. Positions live
+//! per-partition ranges — cut where max-bytes-per-trigger stopped the reading — are
+//! logged in `checkpoint/sources/<index>/<N>` before the batch runs, so a batch re-run
+//! after a crash reads exactly the same records. Positions live
 //! only in the committed store (`Cf::Meta`): `source/<index>/kafka/<topic>/<partition>`
 //! → the next offset to read, written atomically with the batch's state.
 
@@ -21,7 +22,7 @@ use rdkafka::consumer::BaseConsumer;
 use serde_json::Value;
 
 use self::plan::{Lost, PartitionState, apply_limit, backlog_metrics, offsets_json, ranges, start_of};
-use self::read::{Records, Wanted, read_ranges};
+use self::read::{Budget, Records, Wanted, read_ranges};
 use super::dead_letter::DeadLetters;
 use super::{Source, SourceBatch, meta_key};
 use crate::checkpoint::{CheckpointDir, PartitionLog, PartitionRange};
@@ -128,8 +129,23 @@ impl KafkaSource {
             ));
             return Ok(None);
         }
+        if let Subscription::Topics(topics) = &self.spec.subscription {
+            let listed = |topic: &String| listing.topics.iter().any(|(name, _)| name == topic);
+            if let Some(missing) = topics.iter().find(|topic| !listed(topic)) {
+                let before = if self.committed_position(store, missing, 0)?.is_some() {
+                    " (it was read before: was it deleted?)"
+                } else {
+                    ""
+                };
+                bail!(
+                    "source '{}': topic '{missing}' does not exist{before}; create it (`eddy kafka create-topic {missing}`) or remove it from topics",
+                    self.name
+                );
+            }
+        }
         let mut states = Vec::new();
         for (topic, count) in listing.topics {
+            self.check_no_partitions_lost(store, &topic, count)?;
             for partition in 0..count {
                 let committed = self.committed_position(store, &topic, partition)?;
                 let (low, high) = watermarks(&self.consumer, &self.redactor, &topic, partition)?;
@@ -137,6 +153,20 @@ impl KafkaSource {
             }
         }
         Ok(Some(states))
+    }
+
+    /// A topic has no fewer partitions than positions are committed for: Kafka only
+    /// adds partitions, so fewer means the topic was deleted and made again.
+    fn check_no_partitions_lost(&self, store: &StateStore, topic: &str, count: i32) -> Result<()> {
+        let Some(position) = self.committed_position(store, topic, count)? else { return Ok(()) };
+        let problem = format!(
+            "topic '{topic}' has {count} partition(s), but partition {count} was read before (up to offset {position}): the topic was deleted and made again while the query was down, and records may have been missed"
+        );
+        if self.spec.fail_on_data_loss {
+            bail!("source '{}': {problem}; set fail-on-data-loss = false to go on with the new topic", self.name);
+        }
+        crate::log::warn(&format!("source '{}': {problem}; going on (fail-on-data-loss = false)", self.name));
+        Ok(())
     }
 
     /// Plans the ranges of the next batch (`None`: nothing to read or record).
@@ -161,28 +191,23 @@ impl KafkaSource {
         Ok((reads || pins || !lost.is_empty()).then_some((planned, lost)))
     }
 
-    /// Reads and decodes batch `batch_id`'s `planned` ranges (`replay`: planned before a
-    /// crash).
-    fn read_batch(
-        &self,
-        batch_id: u64,
-        planned: Vec<PartitionRange>,
-        mut lost: Vec<Lost>,
-        replay: bool,
-    ) -> Result<SourceBatch> {
+    /// Reads `planned` within `budget`: the records and where each range's reading ended.
+    fn read(&self, planned: &[PartitionRange], budget: Budget) -> Result<(Records, Vec<i64>)> {
         let wanted = Wanted {
             keys: self.spec.metadata_columns.iter().any(|c| c == "key"),
             headers: self.spec.metadata_columns.iter().any(|c| c == "headers"),
         };
-        let records: Records = read_ranges(
-            &self.consumer,
-            &self.redactor,
-            &planned,
-            replay,
-            wanted,
-            self.spec.fail_on_data_loss,
-            &self.name,
-        )?;
+        read_ranges(&self.consumer, &self.redactor, planned, budget, wanted, self.spec.fail_on_data_loss, &self.name)
+    }
+
+    /// Decodes batch `batch_id`'s `records` (read from its `planned` ranges).
+    fn batch_of(
+        &self,
+        batch_id: u64,
+        planned: Vec<PartitionRange>,
+        mut lost: Vec<Lost>,
+        records: Records,
+    ) -> Result<SourceBatch> {
         lost.extend(records.lost.iter().cloned());
         let fail = self.on_bad_record == BadRecordPolicy::Fail;
         let decoded = rows::decode(&records, &planned, &self.schema, &self.spec.metadata_columns, fail, &self.name)?;
@@ -244,6 +269,7 @@ impl Source for KafkaSource {
 
     fn lift_batch_limits(&mut self) {
         self.spec.max_offsets_per_trigger = None;
+        self.spec.max_bytes_per_trigger = None;
     }
 
     fn next_batch(&mut self, store: &StateStore, batch_id: u64, _now_us: i64) -> Result<Option<SourceBatch>> {
@@ -255,8 +281,15 @@ impl Source for KafkaSource {
                 gap.describe()
             ));
         }
+        // Read first, within the byte budget, and log the ranges as read: a re-run
+        // then reads the same bounded records.
+        let (records, ends) = self.read(&planned, Budget::Plan(self.spec.max_bytes_per_trigger))?;
+        let mut planned = planned;
+        for (range, end) in planned.iter_mut().zip(ends) {
+            range.end = end;
+        }
         self.log.write(batch_id, &planned)?;
-        self.read_batch(batch_id, planned, lost, false).map(Some)
+        self.batch_of(batch_id, planned, lost, records).map(Some)
     }
 
     fn replan_batch(
@@ -289,7 +322,8 @@ impl Source for KafkaSource {
                 );
             }
         }
-        self.read_batch(batch_id, planned, Vec::new(), true).map(Some)
+        let (records, _) = self.read(&planned, Budget::Replay(self.spec.max_bytes_per_trigger))?;
+        self.batch_of(batch_id, planned, Vec::new(), records).map(Some)
     }
 
     fn caught_up(&self, store: &StateStore) -> Result<bool> {

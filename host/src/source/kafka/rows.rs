@@ -16,6 +16,7 @@ use arrow::datatypes::{DataType, Schema, SchemaRef};
 use super::read::{RecordMeta, Records};
 use crate::checkpoint::PartitionRange;
 use crate::decode::{BadRecord, decode_file, describe_schema};
+use crate::kafka::escape_bytes;
 use crate::pipeline::FileFormat;
 
 /// The rows of a batch and its bad records (with the record each came from).
@@ -40,11 +41,11 @@ pub(super) fn decode(
     ));
     let (lines, mut known_bad) = value_lines(records, schema, metadata);
     let decoded = if value_schema.fields().is_empty() {
-        // Only metadata is read: a record is bad only for a missing NOT NULL key.
+        // Only metadata is read: a record is bad only for its metadata.
         let mut bad_records: Vec<BadRecord> = known_bad
             .iter()
-            .filter(|(_, reason)| reason.contains("no key"))
-            .map(|(index, reason)| BadRecord { line: index + 1, reason: reason.clone(), record: String::new() })
+            .filter(|(_, known)| known.metadata)
+            .map(|(index, known)| BadRecord { line: index + 1, reason: known.reason.clone(), record: String::new() })
             .collect();
         bad_records.sort_by_key(|record| record.line);
         crate::decode::Decoded { rows: RecordBatch::new_empty(value_schema.clone()), bad_records }
@@ -54,8 +55,8 @@ pub(super) fn decode(
     let mut bad: Vec<(usize, BadRecord)> = Vec::new();
     for mut record in decoded.bad_records {
         let index = record.line - 1;
-        if let Some(reason) = known_bad.remove(&index) {
-            record.reason = reason;
+        if let Some(known) = known_bad.remove(&index) {
+            record.reason = known.reason;
         }
         record.record = value_text(records, &records.metas[index]);
         bad.push((index, record));
@@ -90,22 +91,34 @@ pub(super) fn decode(
     Ok(Decoded { rows, bad })
 }
 
+/// Why a record is bad, found before its value is decoded.
+struct KnownBad {
+    reason: String,
+    /// Bad for its metadata (whatever its value).
+    metadata: bool,
+}
+
 /// Every record's value as one JSON line (a null value as `null`), and the records
 /// known bad before decoding with their reasons.
-fn value_lines(records: &Records, schema: &Schema, metadata: &[String]) -> (Vec<u8>, HashMap<usize, String>) {
+fn value_lines(records: &Records, schema: &Schema, metadata: &[String]) -> (Vec<u8>, HashMap<usize, KnownBad>) {
     let mut lines = Vec::with_capacity(records.values.len() + records.metas.len());
     let mut known_bad = HashMap::new();
-    let key_required =
-        metadata.iter().any(|c| c == "key") && schema.field_with_name("key").is_ok_and(|f| !f.is_nullable());
+    let key_field = metadata.iter().any(|c| c == "key").then(|| schema.field_with_name("key").ok()).flatten();
+    let key_required = key_field.is_some_and(|f| !f.is_nullable());
+    let key_is_text = key_field.is_some_and(|f| f.data_type() == &DataType::Utf8);
+    let mut bad = |index: usize, reason: String, metadata: bool| {
+        known_bad.insert(index, KnownBad { reason, metadata });
+    };
     for (index, meta) in records.metas.iter().enumerate() {
+        if let Some(reason) = metadata_problem(meta, key_required, key_is_text) {
+            bad(index, reason, true);
+            lines.extend_from_slice(b"null\n");
+            continue;
+        }
         let value = meta.value.map(|(start, end)| &records.values[start..end]);
         match value {
             None => {
-                known_bad.insert(index, "the record has no value (null)".to_string());
-                lines.extend_from_slice(b"null");
-            }
-            Some(_) if key_required && meta.key.is_none() => {
-                known_bad.insert(index, "the record has no key and column 'key' is NOT NULL".to_string());
+                bad(index, "the record has no value (null)".to_string(), false);
                 lines.extend_from_slice(b"null");
             }
             Some(bytes) if bytes.contains(&b'\n') || bytes.contains(&b'\r') => {
@@ -114,13 +127,13 @@ fn value_lines(records: &Records, schema: &Schema, metadata: &[String]) -> (Vec<
                 match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
                     Ok(_) => lines.extend(bytes.iter().map(|b| if *b == b'\n' || *b == b'\r' { b' ' } else { *b })),
                     Err(error) => {
-                        known_bad.insert(index, format!("not valid JSON: {error}"));
+                        bad(index, format!("not valid JSON: {error}"), false);
                         lines.extend_from_slice(b"null");
                     }
                 }
             }
             Some(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => {
-                known_bad.insert(index, "the record's value is empty".to_string());
+                bad(index, "the record's value is empty".to_string(), false);
                 lines.extend_from_slice(b"null");
             }
             Some(bytes) => lines.extend_from_slice(bytes),
@@ -128,6 +141,29 @@ fn value_lines(records: &Records, schema: &Schema, metadata: &[String]) -> (Vec<
         lines.push(b'\n');
     }
     (lines, known_bad)
+}
+
+/// What makes a record's metadata unreadable into its columns: a missing key for a
+/// NOT NULL `key`, a key that is not UTF-8 for a STRING `key` (reading it lossily
+/// would merge distinct keys), a header key that is not UTF-8 (headers are read).
+fn metadata_problem(meta: &RecordMeta, key_required: bool, key_is_text: bool) -> Option<String> {
+    match &meta.key {
+        None if key_required => return Some("the record has no key and column 'key' is NOT NULL".to_string()),
+        Some(key) if key_is_text && std::str::from_utf8(key).is_err() => {
+            return Some(format!(
+                "the record's key is not UTF-8 text ({}); declare column 'key' BINARY to read binary keys",
+                escape_bytes(key)
+            ));
+        }
+        _ => {}
+    }
+    let (position, (key, _)) =
+        meta.headers.iter().enumerate().find(|(_, (key, _))| std::str::from_utf8(key).is_err())?;
+    Some(format!(
+        "header {} of the record has a key that is not UTF-8 ({}); column 'headers' holds keys as text",
+        position + 1,
+        escape_bytes(key)
+    ))
 }
 
 /// A record's value as text (for errors and dead letters).
@@ -142,6 +178,7 @@ fn metadata_column(name: &str, data_type: &DataType, good: &[&RecordMeta], range
         "key" if data_type == &DataType::Binary => {
             Arc::new(good.iter().map(|m| m.key.as_deref()).collect::<BinaryArray>())
         }
+        // Keys are UTF-8 here: a record with another key is bad before this.
         "key" => Arc::new(
             good.iter()
                 .map(|m| m.key.as_deref().map(|k| String::from_utf8_lossy(k).into_owned()))
@@ -170,6 +207,8 @@ fn headers_json(meta: &RecordMeta) -> String {
         .headers
         .iter()
         .map(|(key, value)| {
+            // Keys are UTF-8 here: a record with another key is bad before this.
+            let key = String::from_utf8_lossy(key);
             serde_json::json!({"key": key, "value": value.as_deref().map(|v| String::from_utf8_lossy(v).into_owned())})
         })
         .collect();

@@ -10,7 +10,7 @@ use arrow::datatypes::SchemaRef;
 use crate::checkpoint::{CheckpointDir, Metadata};
 use crate::decode::decode_json_lines;
 use crate::operator::{AggregateStage, DedupStage, OperatorOptions, ShardedOperator, SqlStage, Stage, WindowStage};
-use crate::pipeline::{OperatorSpec, Pipeline, StageKind, StageSpec};
+use crate::pipeline::{BadRecordPolicy, OperatorSpec, Pipeline, StageKind, StageSpec};
 use crate::sink::{Sink, SinkOwner};
 use crate::source::{Source, list_input_files};
 use crate::state::{OperatorStateSchema, SchemaCheck, StateStore};
@@ -63,6 +63,12 @@ pub(super) fn open_parts(
     let metadata =
         Metadata::record(&checkpoint.metadata_file(), existing, &run.query_id, fingerprint, pipeline.key_groups)?;
     let owner = SinkOwner { query_id: metadata.id.clone(), checkpoint: checkpoint.root().to_path_buf(), new_query };
+    for source in &pipeline.sources {
+        if let BadRecordPolicy::DeadLetter(dir) = &source.on_bad_record {
+            crate::sink::claim(dir, &owner, &crate::sink::DEAD_LETTER_DIR)
+                .with_context(|| format!("source '{}'", source.name))?;
+        }
+    }
     let sink = crate::sink::open(&pipeline.sink, &owner)?;
     Ok(Parts { store, stages, sources, sink, query_id: metadata.id, run_id: run.run_id, schemas_to_record })
 }

@@ -130,7 +130,10 @@ fn open_stages(
                 (Box::new(operator), None)
             }
             StageKind::Sql(query) => {
-                (Box::new(SqlStage::open(&spec.name, query, &input, &pipeline.tables).with_context(place)?), None)
+                let max_rows = spec.max_output_rows.unwrap_or(crate::pipeline::DEFAULT_STAGE_OUTPUT_ROWS);
+                let stage =
+                    SqlStage::open(&spec.name, query, &input, &pipeline.tables, max_rows).with_context(place)?;
+                (Box::new(stage), None)
             }
             StageKind::Window(window) => {
                 // The watermark is the event time's: a window over another time column

@@ -230,6 +230,14 @@ fn metrics_and_the_dashboard_show_what_the_progress_records_say() {
     let kill = Command::new("kill").args(["-TERM", &query.id().to_string()]).status().expect("kill");
     assert!(kill.success());
     assert!(query.wait().expect("eddy stops").success(), "a graceful stop");
+    // A checkpoint's records are shown as text too: the first record's time, stage
+    // name and watermark rewritten to markup.
+    let first_record = dir.path().join("checkpoint/progress/0.json");
+    let mut record: Value = serde_json::from_str(&std::fs::read_to_string(&first_record).expect("record")).expect("json");
+    record["timestamp"] = "<b id=\"from-timestamp\">t</b>".into();
+    record["stateOperators"][0]["operatorName"] = "<b id=\"from-stage\">s</b>".into();
+    record["eventTime"]["watermark"] = "<b id=\"from-watermark\">w</b>".into();
+    std::fs::write(&first_record, serde_json::to_string_pretty(&record).expect("json")).expect("rewritten");
     let ui_address = free_address();
     let mut ui = Command::new(eddy_bin())
         .args(["ui", "checkpoint", "--address", &ui_address])
@@ -242,6 +250,10 @@ fn metrics_and_the_dashboard_show_what_the_progress_records_say() {
     let dom = render_in_chromium(&format!("http://{ui_address}/"), &screenshot_path("dashboard-ui.png"));
     let last = stored.last().expect("records");
     assert_eq!(text_of(&dom, "latest-batch-id"), last["batchId"].to_string());
+    for field in ["timestamp", "stage", "watermark"] {
+        assert!(!dom.contains(&format!("<b id=\"from-{field}\">")), "the record's {field} made markup");
+        assert!(dom.contains(&format!("&lt;b id=\"from-{field}\"&gt;")), "the record's {field} is shown as text");
+    }
     assert_eq!(text_of(&dom, "latest-input-rows"), last["numInputRows"].to_string());
     assert_eq!(get(&ui_address, "/metrics").0, 404, "no live metrics for a checkpoint");
     let _ = ui.kill();

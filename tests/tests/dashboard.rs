@@ -233,7 +233,8 @@ fn metrics_and_the_dashboard_show_what_the_progress_records_say() {
     // A checkpoint's records are shown as text too: the first record's time, stage
     // name and watermark rewritten to markup.
     let first_record = dir.path().join("checkpoint/progress/0.json");
-    let mut record: Value = serde_json::from_str(&std::fs::read_to_string(&first_record).expect("record")).expect("json");
+    let mut record: Value =
+        serde_json::from_str(&std::fs::read_to_string(&first_record).expect("record")).expect("json");
     record["timestamp"] = "<b id=\"from-timestamp\">t</b>".into();
     record["stateOperators"][0]["operatorName"] = "<b id=\"from-stage\">s</b>".into();
     record["eventTime"]["watermark"] = "<b id=\"from-watermark\">w</b>".into();

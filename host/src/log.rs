@@ -1,7 +1,10 @@
 //! Minimal leveled logging to stderr. `EDDY_LOG=trace|debug|info|warn|error` sets
-//! the threshold (default `info`).
+//! the threshold (default `info`). Control characters in a message (which may quote
+//! data) are escaped: a value cannot inject terminal escape sequences.
 
 use std::sync::OnceLock;
+
+use crate::util::printable;
 
 fn threshold() -> u8 {
     static THRESHOLD: OnceLock<u8> = OnceLock::new();
@@ -43,27 +46,27 @@ pub fn guest(module: &str, key: &str, level: Level, message: &str) {
             Level::Warn => "WARN",
             Level::Error => "ERROR",
         };
-        eprintln!("[{level} {module} key={key}] {message}");
+        eprintln!("[{level} {} key={}] {}", printable(module), printable(key), printable(message));
     }
 }
 
 /// A warning from eddy itself.
 pub fn warn(message: &str) {
     if rank(Level::Warn) >= threshold() {
-        eprintln!("eddy: warning: {message}");
+        eprintln!("eddy: warning: {}", printable(message));
     }
 }
 
 /// Detail from eddy itself, for debugging.
 pub fn debug(message: &str) {
     if rank(Level::Debug) >= threshold() {
-        eprintln!("eddy: debug: {message}");
+        eprintln!("eddy: debug: {}", printable(message));
     }
 }
 
 /// Information from eddy itself.
 pub fn info(message: &str) {
     if rank(Level::Info) >= threshold() {
-        eprintln!("eddy: {message}");
+        eprintln!("eddy: {}", printable(message));
     }
 }

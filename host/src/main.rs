@@ -12,7 +12,8 @@ fn main() -> std::process::ExitCode {
     match eddy::cli::Cli::parse().execute() {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            // The message may quote data: its control characters are escaped.
+            eprintln!("error: {}", eddy::util::printable(&format!("{error:#}")));
             std::process::ExitCode::FAILURE
         }
     }

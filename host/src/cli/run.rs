@@ -4,8 +4,10 @@
 //! Stopping: the first SIGINT (Ctrl-C) or SIGTERM lets the batch in flight finish and
 //! commit, then the run ends with a one-line summary and exit code 0; a batch still
 //! running after the grace period (`--stop-grace`) is abandoned — nothing of it is
-//! committed and the next start runs it again. A second signal stops at once (exit
-//! code 130 for SIGINT, 143 for SIGTERM).
+//! committed, the next start runs it again, and the exit code is
+//! [`ABANDONED_EXIT_CODE`], so that a service manager or script sees that the stop
+//! was not clean. A second signal stops at once (exit code 130 for SIGINT, 143 for
+//! SIGTERM).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,6 +24,10 @@ use crate::engine::{BatchMetrics, RunObserver, RunOptions, run_observed};
 use crate::monitor::Monitor;
 use crate::pipeline::{Pipeline, TriggerSpec};
 use crate::wasm::WasmRuntime;
+
+/// The exit code of a run whose batch in flight was abandoned after `--stop-grace`:
+/// 75, `EX_TEMPFAIL` of sysexits.h (a temporary failure; running again completes it).
+pub const ABANDONED_EXIT_CODE: i32 = 75;
 
 /// Runs a pipeline over its input.
 #[derive(Args, Debug)]
@@ -184,10 +190,10 @@ fn stop_on_signals(grace: Duration) -> Result<Arc<AtomicBool>> {
             std::thread::sleep(grace);
             crate::log::info(&format!(
                 "stopped: the batch in flight ran past the {} s grace period and was abandoned; nothing of it was \
-                 committed and the next start runs it again",
+                 committed and the next start runs it again (exit code {ABANDONED_EXIT_CODE})",
                 grace.as_secs()
             ));
-            std::process::exit(0);
+            std::process::exit(ABANDONED_EXIT_CODE);
         })
         .context("cannot start the stop watchdog")?;
     Ok(stop)

@@ -10,7 +10,7 @@ use arrow::datatypes::SchemaRef;
 use crate::checkpoint::{CheckpointDir, Metadata, check_source_order};
 use crate::decode::decode_json_lines;
 use crate::operator::{AggregateStage, DedupStage, OperatorOptions, ShardedOperator, SqlStage, Stage, WindowStage};
-use crate::pipeline::{OperatorSpec, Pipeline, StageKind, StageSpec};
+use crate::pipeline::{BadRecordPolicy, OperatorSpec, Pipeline, StageKind, StageSpec};
 use crate::sink::{Sink, SinkOwner};
 use crate::source::{Source, list_input_files};
 use crate::state::{OperatorStateSchema, SchemaCheck, StateStore};
@@ -73,6 +73,12 @@ pub(super) fn open_parts(
         source_identities,
     )?;
     let owner = SinkOwner { query_id: metadata.id.clone(), checkpoint: checkpoint.root().to_path_buf(), new_query };
+    for source in &pipeline.sources {
+        if let BadRecordPolicy::DeadLetter(dir) = &source.on_bad_record {
+            crate::sink::claim(dir, &owner, &crate::sink::DEAD_LETTER_DIR)
+                .with_context(|| format!("source '{}'", source.name))?;
+        }
+    }
     let sink = crate::sink::open(&pipeline.sink, &owner)?;
     Ok(Parts { store, stages, sources, sink, query_id: metadata.id, run_id: run.run_id, schemas_to_record })
 }
@@ -134,7 +140,10 @@ fn open_stages(
                 (Box::new(operator), None)
             }
             StageKind::Sql(query) => {
-                (Box::new(SqlStage::open(&spec.name, query, &input, &pipeline.tables).with_context(place)?), None)
+                let max_rows = spec.max_output_rows.unwrap_or(crate::pipeline::DEFAULT_STAGE_OUTPUT_ROWS);
+                let stage =
+                    SqlStage::open(&spec.name, query, &input, &pipeline.tables, max_rows).with_context(place)?;
+                (Box::new(stage), None)
             }
             StageKind::Window(window) => {
                 // The watermark is the event time's: a window over another time column

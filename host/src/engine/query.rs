@@ -39,6 +39,8 @@ pub struct Query {
     sources: Vec<Box<dyn Source>>,
     input_schema: SchemaRef,
     stages: Vec<Box<dyn Stage>>,
+    /// Each stage's `max-output-rows-per-batch` (`None`: a processor's own limits).
+    max_output_rows: Vec<Option<u64>>,
     sink: Box<dyn Sink>,
     watermark: WatermarkTracker,
     event_time_columns: Vec<Option<usize>>,
@@ -84,6 +86,7 @@ impl Query {
             sources: parts.sources,
             input_schema: pipeline.sources[0].schema.clone(),
             stages: parts.stages,
+            max_output_rows: pipeline.stages.iter().map(|stage| stage.max_output_rows).collect(),
             sink: parts.sink,
             watermark,
             event_time_columns: pipeline.sources.iter().map(|source| source.event_time_column()).collect(),
@@ -275,12 +278,24 @@ impl Query {
         let started = Instant::now();
         let mut schema = input.schema();
         let mut output = StagesOutput { txns: Vec::new(), rows: vec![input], stats: Vec::new(), run_ms: 0 };
-        for stage in &mut self.stages {
+        for (stage, max_rows) in self.stages.iter_mut().zip(&self.max_output_rows) {
             let rows = match output.rows.len() {
                 1 => output.rows.swap_remove(0),
                 _ => concat_batches(&schema, &output.rows)?,
             };
             let ran = stage.run(&self.store, &rows, time)?;
+            let output_rows: u64 = ran.rows.iter().map(|batch| batch.num_rows() as u64).sum();
+            if let Some(max_rows) = max_rows
+                && output_rows > *max_rows
+            {
+                anyhow::bail!(
+                    "stage '{}' output {output_rows} rows in this batch, over its limit of {max_rows} rows per batch \
+                     (max-output-rows-per-batch of the stage); make batches smaller (the source's \
+                     max-files-per-trigger, max-bytes-per-trigger or max-rows-per-trigger), or raise the stage's \
+                     max-output-rows-per-batch",
+                    ran.stats.name
+                );
+            }
             schema = stage.output_schema().clone();
             output.txns.extend(ran.txns);
             output.rows = ran.rows;

@@ -8,9 +8,9 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow};
-use tiny_http::{Header, Request, Response, Server};
+use anyhow::Result;
 
+use super::http::{self, Request, Response};
 use super::metrics::QueryMetrics;
 use crate::checkpoint::{CheckpointDir, QueryProgress};
 use crate::engine::BatchMetrics;
@@ -104,48 +104,36 @@ pub fn serve_checkpoint(address: &str, checkpoint: CheckpointDir, on_ready: impl
     }
 }
 
-/// Starts the HTTP server on its own thread.
+/// Starts the HTTP server (see [`http`]) on its own thread.
 fn serve(address: &str, shared: Shared) -> Result<(Arc<Shared>, String)> {
-    let server = Server::http(address)
-        .map_err(|error| anyhow!("cannot listen on {address}: {error}; choose another --metrics address or port"))?;
-    let bound = server.server_addr().to_ip().map_or_else(|| address.to_string(), |addr| addr.to_string());
     let shared = Arc::new(shared);
     let serving = shared.clone();
-    std::thread::Builder::new()
-        .name("eddy-monitor".into())
-        .spawn(move || {
-            for request in server.incoming_requests() {
-                let response = respond(&serving, &request);
-                // A client that went away is not the query's problem.
-                let _ = request.respond(response);
-            }
-        })
-        .context("cannot start the monitoring thread")?;
-    Ok((shared, bound))
+    let bound = http::serve(address, Arc::new(move |request: &Request| respond(&serving, request)))?;
+    Ok((shared, bound.to_string()))
 }
 
-fn respond(shared: &Shared, request: &Request) -> Response<std::io::Cursor<Vec<u8>>> {
-    let url = request.url();
-    let (path, query) = url.split_once('?').unwrap_or((url, ""));
-    match path {
-        "/" | "/index.html" => text(200, DASHBOARD, "text/html; charset=utf-8"),
-        "/healthz" => text(200, "ok\n", "text/plain; charset=utf-8"),
+const TEXT: &str = "text/plain; charset=utf-8";
+
+fn respond(shared: &Shared, request: &Request) -> Response {
+    match request.path {
+        "/" | "/index.html" => Response::text(200, DASHBOARD, "text/html; charset=utf-8"),
+        "/healthz" => Response::text(200, "ok\n", TEXT),
         "/readyz" => match readiness(shared) {
-            Ok(()) => text(200, "ready\n", "text/plain; charset=utf-8"),
-            Err(why) => text(503, &format!("not ready: {why}\n"), "text/plain; charset=utf-8"),
+            Ok(()) => Response::text(200, "ready\n", TEXT),
+            Err(why) => Response::text(503, format!("not ready: {why}\n"), TEXT),
         },
         "/metrics" => match &shared.metrics {
             Some(metrics) => {
                 let _whole_batches = shared.records.lock().unwrap_or_else(PoisonError::into_inner);
-                text(200, &metrics.encode(), "application/openmetrics-text; version=1.0.0; charset=utf-8")
+                Response::text(200, metrics.encode(), "application/openmetrics-text; version=1.0.0; charset=utf-8")
             }
-            None => text(404, "no metrics: `eddy ui` serves progress records only\n", "text/plain; charset=utf-8"),
+            None => Response::text(404, "no metrics: `eddy ui` serves progress records only\n", TEXT),
         },
-        "/api/progress" => match progress_json(shared, last_of(query)) {
-            Ok(json) => text(200, &json, "application/json"),
-            Err(error) => text(500, &format!("{error:#}\n"), "text/plain; charset=utf-8"),
+        "/api/progress" => match progress_json(shared, last_of(request.query)) {
+            Ok(json) => Response::text(200, json, "application/json"),
+            Err(error) => Response::text(500, format!("{error:#}\n"), TEXT),
         },
-        _ => text(404, "not found\n", "text/plain; charset=utf-8"),
+        _ => Response::text(404, "not found\n", TEXT),
     }
 }
 
@@ -187,12 +175,4 @@ fn readiness(shared: &Shared) -> Result<(), String> {
         Some(end) => Err(format!("no batch for {} s and input is still pending", end.elapsed().as_secs())),
         None => Err("no batch has run yet".into()),
     }
-}
-
-fn text(status: u16, body: &str, content_type: &str) -> Response<std::io::Cursor<Vec<u8>>> {
-    let mut response = Response::from_data(body.as_bytes().to_vec()).with_status_code(status);
-    if let Ok(header) = Header::from_bytes("Content-Type", content_type) {
-        response = response.with_header(header);
-    }
-    response
 }

@@ -7,6 +7,7 @@ mod kafka;
 mod limits;
 mod located;
 mod model;
+mod overlap;
 mod processor_spec;
 mod schema;
 mod sink_spec;

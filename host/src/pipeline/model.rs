@@ -184,7 +184,15 @@ pub struct StageSpec {
     pub line: usize,
     /// What it does.
     pub kind: StageKind,
+    /// The most rows it may output in one batch (`[[stage]]
+    /// max-output-rows-per-batch`); `None` for a processor, whose limits are its own
+    /// ([`InstanceLimits`](super::InstanceLimits)).
+    pub max_output_rows: Option<u64>,
 }
+
+/// The default of `[[stage]] max-output-rows-per-batch` (a processor's default
+/// `max-output-rows-per-batch` too).
+pub const DEFAULT_STAGE_OUTPUT_ROWS: u64 = 4_000_000;
 
 /// What a stage does.
 #[derive(Clone, Debug)]

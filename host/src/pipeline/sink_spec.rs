@@ -14,7 +14,7 @@ use super::model::*;
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub(super) struct RawSink {
     format: Spanned<String>,
-    path: Option<Spanned<String>>,
+    pub(super) path: Option<Spanned<String>>,
     num_rows: Option<Spanned<u64>>,
     truncate: Option<bool>,
     topic: Option<Spanned<String>>,

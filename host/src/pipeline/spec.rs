@@ -91,6 +91,11 @@ impl Pipeline {
             .unwrap_or(super::processor_spec::DEFAULT_KEY_GROUPS);
         let tables = super::stage_spec::table_specs(&at, base, raw.table.as_deref().unwrap_or_default())?;
         let sink = super::sink_spec::sink_spec(&at, base, raw.sink.as_ref())?;
+        if let (Some(written), Some(span)) = (&sink.path, raw.sink.as_ref().and_then(|s| s.path.as_ref())) {
+            super::overlap::refuse_within_sources(&at, span, "sink.path", written, &sources)?;
+        }
+        let dead_letter_paths: Vec<_> = raw.source.get_ref().iter().map(|s| s.dead_letter_path.as_ref()).collect();
+        super::overlap::refuse_dead_letters_within_sources(&at, &dead_letter_paths, &sources)?;
         let metrics_address = metrics_address(&at, raw.monitoring.as_ref())?;
         let trigger = trigger_spec(&at, raw.trigger.as_ref())?;
         let name = raw.name.clone().unwrap_or_else(|| {

@@ -10,7 +10,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::aggregate_spec::{RawAggregate, RawWindow, aggregate_spec, window_spec};
-use super::located::{Locator, one_of};
+use super::limits::RawSize;
+use super::located::{Locator, one_of, positive};
 use super::model::*;
 use super::processor_spec::{RawOperator, operator_spec};
 use super::schema::parse_schema;
@@ -24,6 +25,7 @@ pub(super) struct RawStage {
     aggregate: Option<Spanned<RawAggregate>>,
     dedup: Option<Spanned<RawDedup>>,
     processor: Option<Spanned<RawOperator>>,
+    max_output_rows_per_batch: Option<Spanned<RawSize>>,
 }
 
 #[derive(Deserialize)]
@@ -68,6 +70,7 @@ pub(super) fn stage_specs(
                 operator_id: 0,
                 line: at.line_of(operator),
                 kind: StageKind::Processor(spec),
+                max_output_rows: None,
             }])
         }
         (None, Some(stages)) => {
@@ -150,7 +153,19 @@ fn stage_spec(at: &Locator, base: &Path, index: usize, raw: &RawStage, source: &
         Some(name) => name.get_ref().clone(),
         None => format!("{}-{index}", kind.kind_name()),
     };
-    Ok(StageSpec { name, operator_id: index as u16, line, kind })
+    let max_output_rows = match (&kind, &raw.max_output_rows_per_batch) {
+        (StageKind::Processor(_), Some(raw)) => {
+            return Err(at.at(
+                raw,
+                &format!("{key}.max-output-rows-per-batch"),
+                "a processor stage's output limits are under [stage.processor] (max-output-rows-per-batch there)",
+            ));
+        }
+        (StageKind::Processor(_), None) => None,
+        (_, Some(raw)) => Some(positive(at, raw, &format!("{key}.max-output-rows-per-batch"), false)?),
+        (_, None) => Some(DEFAULT_STAGE_OUTPUT_ROWS),
+    };
+    Ok(StageSpec { name, operator_id: index as u16, line, kind, max_output_rows })
 }
 
 fn dedup_spec(at: &Locator, key: &str, raw: &Spanned<RawDedup>, source: &SourceSpec) -> Result<DedupSpec> {

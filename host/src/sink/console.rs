@@ -11,6 +11,7 @@ use arrow::util::display::{ArrayFormatter, FormatOptions};
 use arrow::util::pretty::pretty_format_batches_with_schema;
 
 use super::Sink;
+use crate::util::printable;
 
 /// How long a cell may be when truncating, like Spark's `show()`.
 pub const TRUNCATE_WIDTH: usize = 20;
@@ -48,12 +49,9 @@ impl<W: Write> ConsoleSink<W> {
         writeln!(self.out, "{rule}\nBatch: {label}\n{rule}")?;
         let total: usize = rows.iter().map(RecordBatch::num_rows).sum();
         let shown = first_rows(rows, self.num_rows);
-        let table = if self.truncate {
-            let (schema, shown) = truncated(schema, &shown)?;
-            pretty_format_batches_with_schema(schema, &shown)?.to_string()
-        } else {
-            pretty_format_batches_with_schema(schema.clone(), &shown)?.to_string()
-        };
+        let width = self.truncate.then_some(TRUNCATE_WIDTH);
+        let (schema, shown) = as_text(schema, &shown, width)?;
+        let table = pretty_format_batches_with_schema(schema, &shown)?.to_string();
         writeln!(self.out, "{table}")?;
         if total > self.num_rows {
             let noun = if self.num_rows == 1 { "row" } else { "rows" };
@@ -96,11 +94,19 @@ fn first_rows(rows: &[RecordBatch], limit: usize) -> Vec<RecordBatch> {
     shown
 }
 
-/// The rows as text columns with every header and cell cut to [`TRUNCATE_WIDTH`];
-/// nulls stay null so that they print as they would untruncated.
-fn truncated(schema: &SchemaRef, rows: &[RecordBatch]) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+/// The rows as text columns, every header and cell with its control characters
+/// escaped (data cannot inject terminal escape sequences) and cut to `width`
+/// characters if given; nulls stay null so that they print as they would untruncated.
+fn as_text(schema: &SchemaRef, rows: &[RecordBatch], width: Option<usize>) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    let cell = |text: &str| {
+        let text = printable(text);
+        match width {
+            Some(width) => truncate_cell(&text, width),
+            None => text.into_owned(),
+        }
+    };
     let fields: Vec<Field> =
-        schema.fields().iter().map(|field| Field::new(truncate_cell(field.name()), DataType::Utf8, true)).collect();
+        schema.fields().iter().map(|field| Field::new(cell(field.name()), DataType::Utf8, true)).collect();
     let text_schema = Arc::new(Schema::new(fields));
     let options = FormatOptions::default().with_display_error(true);
     let mut batches = Vec::with_capacity(rows.len());
@@ -109,7 +115,7 @@ fn truncated(schema: &SchemaRef, rows: &[RecordBatch]) -> Result<(SchemaRef, Vec
         for column in batch.columns() {
             let formatter = ArrayFormatter::try_new(column.as_ref(), &options)?;
             let cells: StringArray = (0..column.len())
-                .map(|row| (!column.is_null(row)).then(|| truncate_cell(&formatter.value(row).to_string())))
+                .map(|row| (!column.is_null(row)).then(|| cell(&formatter.value(row).to_string())))
                 .collect();
             columns.push(Arc::new(cells) as ArrayRef);
         }
@@ -118,12 +124,13 @@ fn truncated(schema: &SchemaRef, rows: &[RecordBatch]) -> Result<(SchemaRef, Vec
     Ok((text_schema, batches))
 }
 
-/// Spark's rule: text longer than 20 characters keeps its first 17 and gets `...`.
-fn truncate_cell(text: &str) -> String {
-    if text.chars().count() <= TRUNCATE_WIDTH {
+/// Spark's rule: text longer than `width` (20) characters keeps its first `width - 3`
+/// and gets `...`.
+fn truncate_cell(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
         return text.to_string();
     }
-    let kept: String = text.chars().take(TRUNCATE_WIDTH - 3).collect();
+    let kept: String = text.chars().take(width.saturating_sub(3)).collect();
     format!("{kept}...")
 }
 
@@ -245,6 +252,19 @@ Batch: 5
 ";
         assert_eq!(print(20, true, 5, &[])?, expected);
         assert_eq!(print(20, true, 5, &[RecordBatch::new_empty(schema())])?, expected);
+        Ok(())
+    }
+
+    #[test]
+    fn terminal_escape_sequences_in_data_are_printed_escaped() -> Result<()> {
+        // A title-setting OSC sequence and a screen-clearing CSI sequence in a cell.
+        let rows = [batch(vec![Some("\u{1b}]0;pwned\u{7}"), Some("a\u{1b}[2J")], vec![1, 2], vec![None, None])?];
+        for truncate in [true, false] {
+            let printed = print(20, truncate, 0, &rows)?;
+            assert!(!printed.contains('\u{1b}') && !printed.contains('\u{7}'), "{printed:?}");
+            assert!(printed.contains("| \\u{1b}]0;pwned\\u{7} |"), "{printed}");
+            assert!(printed.contains("| a\\u{1b}[2J"), "{printed}");
+        }
         Ok(())
     }
 

@@ -15,7 +15,7 @@ pub use console::{ConsoleSink, DEFAULT_NUM_ROWS, TRUNCATE_WIDTH};
 pub use json_files::JsonFileSink;
 pub use kafka::KafkaSink;
 pub use parquet_files::ParquetFileSink;
-pub use part_files::{OWNER_FILE, PartFiles, SinkOwner};
+pub use part_files::{DEAD_LETTER_DIR, OWNER_FILE, OwnedDir, PartFiles, SinkOwner, claim};
 
 use crate::pipeline::{SinkFormat, SinkSpec};
 

@@ -2,7 +2,8 @@
 //! batch, published by an atomic rename so that a reader never sees half a batch, and
 //! replaced atomically when a batch is replayed.
 //!
-//! A directory belongs to one query: `_eddy_query` (JSON: the query id and its
+//! A directory belongs to one query (a sink's, and a source's dead-letter directory
+//! too): `_eddy_query` (JSON: the query id and its
 //! checkpoint) is written when a query first writes there, and another query is
 //! refused, so that a new checkpoint pointed at an old output directory cannot replace
 //! its part files. On opening, what interrupted writes left (`.….tmp`) is removed.
@@ -31,6 +32,23 @@ pub struct SinkOwner {
     pub new_query: bool,
 }
 
+/// What a directory owned by one query holds, for [`claim`] and its errors.
+pub struct OwnedDir {
+    /// What it is, e.g. "sink directory".
+    pub what: &'static str,
+    /// The spec key that names it, e.g. "[sink] path".
+    pub key: &'static str,
+    /// The prefix of the files a query writes there, e.g. "part-".
+    pub file_prefix: &'static str,
+}
+
+/// A sink's directory of part files.
+pub const SINK_DIR: OwnedDir = OwnedDir { what: "sink directory", key: "[sink] path", file_prefix: "part-" };
+
+/// A source's directory of dead letters (`batch-<id>.jsonl`).
+pub const DEAD_LETTER_DIR: OwnedDir =
+    OwnedDir { what: "dead-letter directory", key: "the source's dead-letter-path", file_prefix: "batch-" };
+
 /// A directory of part files with one extension.
 #[derive(Clone, Debug)]
 pub struct PartFiles {
@@ -43,8 +61,7 @@ impl PartFiles {
     /// The part files with `extension` (no dot) in `dir` (created if missing), written by
     /// `owner`: refused when the directory belongs to another query.
     pub fn create(dir: PathBuf, extension: &'static str, owner: &SinkOwner) -> Result<Self> {
-        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create sink directory {}", dir.display()))?;
-        claim(&dir, owner)?;
+        claim(&dir, owner, &SINK_DIR)?;
         crate::util::fs::remove_leftovers(&dir)?;
         Ok(Self { dir, extension, bytes_written: 0 })
     }
@@ -85,9 +102,12 @@ pub fn no_rows(rows: &[arrow::array::RecordBatch]) -> bool {
     rows.iter().all(|batch| batch.num_rows() == 0)
 }
 
-/// Makes sure `dir` is `owner`'s: its marker names `owner`, or there is none yet and no
-/// part file of an unknown writer (then the marker is written).
-fn claim(dir: &Path, owner: &SinkOwner) -> Result<()> {
+/// Makes sure `dir` (created if missing), a directory of `role`, is `owner`'s: its
+/// marker names `owner`, or there is none yet and no file of an unknown writer (then
+/// the marker is written).
+pub fn claim(dir: &Path, owner: &SinkOwner, role: &OwnedDir) -> Result<()> {
+    let OwnedDir { what, key, file_prefix } = role;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {what} {}", dir.display()))?;
     let marker = dir.join(OWNER_FILE);
     match std::fs::read(&marker) {
         Ok(raw) => {
@@ -100,8 +120,8 @@ fn claim(dir: &Path, owner: &SinkOwner) -> Result<()> {
             })?;
             if recorded.query_id != owner.query_id {
                 bail!(
-                    "the sink directory {} holds the output of another query (id {}, checkpoint {}); this query is {} \
-                     (checkpoint {}). Point [sink] path at another directory, or delete {} if that output is no \
+                    "the {what} {} holds the output of another query (id {}, checkpoint {}); this query is {} \
+                     (checkpoint {}). Point {key} at another directory, or delete {} if that output is no \
                      longer wanted",
                     dir.display(),
                     recorded.query_id,
@@ -119,13 +139,13 @@ fn claim(dir: &Path, owner: &SinkOwner) -> Result<()> {
         Err(_) => {}
     }
     if owner.new_query
-        && let Some(part) = first_part_file(dir)?
+        && let Some(file) = first_file(dir, file_prefix)?
     {
         bail!(
-            "the sink directory {} already holds {} from another writer; this new query would replace such files. \
-             Point [sink] path at an empty or new directory, or empty {} first",
+            "the {what} {} already holds {} from another writer; this new query would replace such files. \
+             Point {key} at an empty or new directory, or empty {} first",
             dir.display(),
-            part,
+            file,
             dir.display()
         );
     }
@@ -133,10 +153,10 @@ fn claim(dir: &Path, owner: &SinkOwner) -> Result<()> {
     crate::util::fs::write_atomic(&marker, format!("{text}\n").as_bytes())
 }
 
-/// The name of a `part-*` file in `dir`, if any.
-fn first_part_file(dir: &Path) -> Result<Option<String>> {
+/// The name of a file in `dir` whose name starts with `prefix`, if any.
+fn first_file(dir: &Path, prefix: &str) -> Result<Option<String>> {
     let entries = std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))?;
-    Ok(entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).find(|n| n.starts_with("part-")))
+    Ok(entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).find(|n| n.starts_with(prefix)))
 }
 
 #[cfg(test)]
@@ -165,6 +185,29 @@ mod tests {
         );
         assert_eq!(error, Some(expected));
         assert_eq!(std::fs::read_to_string(out.join("part-00000.jsonl"))?, "{}\n", "nothing replaced");
+        Ok(())
+    }
+
+    #[test]
+    fn a_dead_letter_directory_belongs_to_one_query_too() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let bad = dir.path().join("bad");
+        claim(&bad, &owner("q1", true), &DEAD_LETTER_DIR)?;
+        assert!(bad.join(OWNER_FILE).is_file(), "the marker is written with the directory");
+        claim(&bad, &owner("q1", false), &DEAD_LETTER_DIR)?;
+        let error = claim(&bad, &owner("q2", true), &DEAD_LETTER_DIR).err().map(|e| format!("{e:#}"));
+        let error = error.unwrap_or_default();
+        assert!(
+            error.contains("the dead-letter directory")
+                && error.contains("holds the output of another query (id q1")
+                && error.contains("Point the source's dead-letter-path at another directory"),
+            "{error}"
+        );
+        let unknown = dir.path().join("unknown");
+        std::fs::create_dir(&unknown)?;
+        std::fs::write(unknown.join("batch-00000.jsonl"), "{}\n")?;
+        let error = claim(&unknown, &owner("q3", true), &DEAD_LETTER_DIR).err().map(|e| format!("{e:#}"));
+        assert!(format!("{error:?}").contains("already holds batch-00000.jsonl from another writer"), "{error:?}");
         Ok(())
     }
 

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::dead_letter::DeadLetters;
-use super::listing::{InputFile, file_path, list_files};
+use super::listing::{InputFile, file_path, list_files, read_input};
 use super::read_ahead::{Decoding, READ_AHEAD_MAX_BYTES, ReadAhead};
 use super::{Source, SourceBatch, meta_key};
 use crate::checkpoint::{CheckpointDir, LoggedFile, SourceLog};
@@ -165,8 +165,13 @@ impl FileSource {
             let (bytes, decoded) = match ahead.next().flatten() {
                 Some(read) => read,
                 None => {
-                    let bytes = std::fs::read(&file.path).with_context(|| {
-                        format!("source '{}': cannot read input file {}", self.name, file.path.display())
+                    let bytes = read_input(&file.path, file.path == self.path).with_context(|| {
+                        format!(
+                            "source '{}': cannot read input file {}; a source reads only regular files in its \
+                             directory, not symbolic links",
+                            self.name,
+                            file.path.display()
+                        )
                     })?;
                     (bytes.len() as u64, decode_file(&self.format, &bytes, &self.schema, &file.path, tolerate_bad)?)
                 }

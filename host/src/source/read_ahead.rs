@@ -14,6 +14,7 @@ use std::time::SystemTime;
 
 use arrow::datatypes::SchemaRef;
 
+use super::listing::read_input;
 use crate::decode::{Cores, Decoded, decode_file_on};
 use crate::pipeline::FileFormat;
 
@@ -51,7 +52,7 @@ impl ReadAhead {
                 .iter()
                 .map(|path| {
                     let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok()?;
-                    let bytes = std::fs::read(path).ok()?;
+                    let bytes = read_input(path, false).ok()?;
                     let (format, schema) = (&decoding.format, &decoding.schema);
                     let decoded =
                         decode_file_on(Cores::One, format, &bytes, schema, path, decoding.tolerate_bad).ok()?;

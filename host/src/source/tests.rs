@@ -402,3 +402,21 @@ fn files_read_ahead_are_taken_only_as_they_are_when_the_next_batch_reads_them() 
     let fourth = source.next_batch(&f.store, 3, 0).expect("plans").expect("a batch");
     assert_eq!(users(&fourth), ["d-fixed"]);
 }
+
+#[test]
+fn a_symbolic_link_in_the_input_directory_is_never_read_into_a_dead_letter() {
+    let f = fixture();
+    let letters = f.root.join("dead");
+    write(&f.input, "a.json", "{\"user\":\"a\",\"amount\":1}\nnot json\n");
+    // /proc/self/environ is a regular file to a stat that follows the link, and none of
+    // its lines is a record: read, all of it would go to the dead letters.
+    std::os::unix::fs::symlink("/proc/self/environ", f.input.join("environ.json")).expect("link");
+    let policy = BadRecordPolicy::DeadLetter(letters.clone());
+    let mut source = open(&spec(&f.input, FileFormat::Json, None, policy), 0, &f.checkpoint()).expect("opens");
+    let batch = source.next_batch(&f.store, 0, 0).expect("plans").expect("a batch");
+    assert_eq!(users(&batch), ["a"]);
+    assert_eq!(batch.bad_records, 1);
+    assert_eq!(batch.end_offset, json!({"filesCommitted": 1, "logOffset": 0}), "only a.json was taken");
+    let written = std::fs::read_to_string(letters.join("batch-00000.jsonl")).expect("dead letters");
+    assert!(!written.contains("environ") && written.lines().count() == 1, "{written}");
+}

@@ -69,7 +69,7 @@ impl WriteAhead {
             .create_checkpoint(&temporary)
             .with_context(|| format!("cannot copy the committed state into {}", temporary.display()))?;
         std::fs::rename(&temporary, &copy).with_context(|| format!("cannot publish {}", copy.display()))?;
-        sync_parent(&copy)?;
+        crate::util::fs::sync_parent(&copy)?;
         crate::log::debug(&format!(
             "batch {batch_id}'s state changes outgrew the memory for them: written to the store ahead of the commit \
              (the committed state kept in {}); state reads go to RocksDB until the batch commits",
@@ -212,21 +212,11 @@ pub fn restore(path: &Path, copy: &Path) -> Result<()> {
     let discarded = discarded_dir(path);
     std::fs::rename(path, &discarded).with_context(|| format!("cannot move {} aside", path.display()))?;
     std::fs::rename(copy, path).with_context(|| format!("cannot move {} into place", copy.display()))?;
-    sync_parent(path)?;
+    crate::util::fs::sync_parent(path)?;
     std::fs::remove_dir_all(&discarded).with_context(|| format!("cannot remove {}", discarded.display()))?;
     crate::log::info(&format!(
         "the state store in {} held changes of a batch that did not commit: rolled back to the state before it",
         path.display()
     ));
-    Ok(())
-}
-
-/// Makes a rename in `path`'s directory durable.
-fn sync_parent(path: &Path) -> Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::File::open(parent)
-            .and_then(|dir| dir.sync_all())
-            .with_context(|| format!("cannot sync the directory {}", parent.display()))?;
-    }
     Ok(())
 }

@@ -435,7 +435,8 @@ impl StateStore {
     }
 
     /// Writes a consistent copy of the store into `dir` (a RocksDB checkpoint: hard
-    /// links to its files), published by a rename so a half-made snapshot is never seen.
+    /// links to its files), published by a rename so a half-made snapshot is never seen,
+    /// and the rename synced to disk.
     pub fn snapshot(&self, dir: &Path) -> Result<()> {
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let temporary = dir.with_file_name(format!(".{name}.tmp"));
@@ -449,7 +450,8 @@ impl StateStore {
             .create_checkpoint(&temporary)
             .with_context(|| format!("cannot snapshot the state store into {}", temporary.display()))?;
         std::fs::rename(&temporary, dir).with_context(|| format!("cannot publish the snapshot {}", dir.display()))?;
-        Ok(())
+        // The rename is durable only once the directory that holds it is synced.
+        crate::util::fs::sync_parent(dir)
     }
 
     /// Deletes the change log of every batch before `batch_id` but of those whose

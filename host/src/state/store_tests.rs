@@ -361,3 +361,16 @@ fn an_entry_is_deleted_once_and_a_forgotten_change_under_a_dropped_range_is_not_
     assert_eq!(left, vec![b"t4".to_vec(), b"t9".to_vec()]);
     Ok(())
 }
+
+#[test]
+fn a_snapshot_is_published_by_a_rename_synced_to_disk() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = StateStore::open(&dir.path().join("store"))?;
+    let snapshots = dir.path().join("snapshots");
+    crate::util::fs::SYNCED_DIRS.with(|synced| synced.borrow_mut().clear());
+    store.snapshot(&snapshots.join("7"))?;
+    assert!(snapshots.join("7").is_dir() && !snapshots.join(".7.tmp").exists());
+    let synced = crate::util::fs::SYNCED_DIRS.with(|synced| synced.borrow().clone());
+    assert!(synced.contains(&snapshots), "the directory holding the rename was synced: {synced:?}");
+    Ok(())
+}

@@ -10,19 +10,49 @@ use anyhow::{Context, Result};
 /// fsync, rename over `path`, fsync of the directory. A reader sees the old file or
 /// the whole new one, never a part.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_with_mode(path, bytes, 0o666)
+}
+
+/// [`write_atomic`] of a file created with the permission bits `mode` (less the
+/// process's umask), e.g. `0o600` for a file only its owner may read.
+pub fn write_atomic_with_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create directory {}", dir.display()))?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let unique = NEXT.fetch_add(1, Ordering::Relaxed);
     let temp = dir.join(format!(".{name}.{}-{unique}.tmp", std::process::id()));
-    let mut file = std::fs::File::create(&temp).with_context(|| format!("cannot create {}", temp.display()))?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(&temp)
+        .with_context(|| format!("cannot create {}", temp.display()))?;
     file.write_all(bytes).with_context(|| format!("cannot write {}", temp.display()))?;
     file.sync_all().with_context(|| format!("cannot sync {}", temp.display()))?;
     drop(file);
     std::fs::rename(&temp, path).with_context(|| format!("cannot rename {} to {}", temp.display(), path.display()))?;
-    std::fs::File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("cannot sync {}", dir.display()))?;
+    sync_parent(path)
+}
+
+/// Syncs the directory that holds `path`, so that a rename or creation of `path` in it
+/// survives a crash of the machine (the rename itself is only in the directory).
+pub fn sync_parent(path: &Path) -> Result<()> {
+    let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::File::open(dir)
+        .and_then(|handle| handle.sync_all())
+        .with_context(|| format!("cannot sync the directory {}", dir.display()))?;
+    #[cfg(test)]
+    SYNCED_DIRS.with(|synced| synced.borrow_mut().push(dir.to_path_buf()));
     Ok(())
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The directories this thread synced, for tests to check that a rename is made durable.
+    pub static SYNCED_DIRS: std::cell::RefCell<Vec<std::path::PathBuf>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Deletes what interrupted atomic writes left in `dir` (a crash between writing and

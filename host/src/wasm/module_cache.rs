@@ -10,6 +10,11 @@
 //! `<sha256>-<engine digest, 16 hex>.cwasm`:
 //! `EDDYCW01` · module SHA-256 (32 bytes) · engine digest (32) · MAC (32) · artifact.
 //!
+//! Only files this user owns and no other user may write are trusted: a compiled
+//! module owned by another user or writable by others is refused (compiled again and
+//! rewritten), and so is a key file owned by another user or readable or writable by
+//! others (the cache is then not used, with a warning saying what to do).
+//!
 //! Every module version a machine ever ran would stay, tens of MB each for a Python or
 //! JavaScript one: past [`MAX_CACHE_BYTES`] a write removes the files used least
 //! recently (a read marks its file used).
@@ -52,10 +57,11 @@ impl ModuleCache {
     /// none, an error saying why when the file is there but not this module's.
     pub fn read(&self, module_sha256: &str) -> Result<Option<Vec<u8>>> {
         let file = self.file(module_sha256);
-        let mut bytes = match std::fs::read(&file) {
+        let mut bytes = match read_trusted(&file, OTHERS_WRITE) {
             Ok(bytes) => bytes,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(error) => return Err(error).with_context(|| format!("cannot read {}", file.display())),
+            Err(Untrusted::Io(error)) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(Untrusted::Io(error)) => return Err(error).with_context(|| format!("cannot read {}", file.display())),
+            Err(Untrusted::Foreign(why)) => bail!("{why}"),
         };
         let module = unhex(module_sha256)?;
         if bytes.len() < HEADER_BYTES || &bytes[..MAGIC.len()] != MAGIC {
@@ -91,7 +97,7 @@ impl ModuleCache {
         bytes.extend_from_slice(&mac(&self.key, &module, &self.engine, artifact));
         bytes.extend_from_slice(artifact);
         let file = self.file(module_sha256);
-        crate::util::fs::write_atomic(&file, &bytes)?;
+        crate::util::fs::write_atomic_with_mode(&file, &bytes, 0o644)?;
         prune(&self.dir, &file, MAX_CACHE_BYTES);
         Ok(())
     }
@@ -123,13 +129,66 @@ fn prune(dir: &Path, keep: &Path, max_bytes: u64) {
     }
 }
 
-/// The cache's secret, created (32 random bytes, owner-only) if missing or unusable.
+/// Permission bits that let users other than the owner write a file.
+const OTHERS_WRITE: u32 = 0o022;
+/// Permission bits that let users other than the owner read or write a file.
+const OTHERS_ANY: u32 = 0o077;
+
+/// Why a cache file was not read.
+enum Untrusted {
+    Io(std::io::Error),
+    /// Another user owns it or may write it; says which.
+    Foreign(String),
+}
+
+/// The bytes of the cache file `path`, if this process's user owns it and none of
+/// the permission bits `denied` is set (checked on the open file, so that a file
+/// swapped in between cannot pass).
+fn read_trusted(path: &Path, denied: u32) -> Result<Vec<u8>, Untrusted> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let mut file = std::fs::File::open(path).map_err(Untrusted::Io)?;
+    let meta = file.metadata().map_err(Untrusted::Io)?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(Untrusted::Foreign(format!(
+            "{} belongs to user id {}, not to this user ({me}), who would run code it wrote",
+            path.display(),
+            meta.uid()
+        )));
+    }
+    if meta.mode() & denied != 0 {
+        let who = if denied == OTHERS_WRITE { "writable" } else { "readable or writable" };
+        return Err(Untrusted::Foreign(format!(
+            "{} is {who} by other users (mode {:o})",
+            path.display(),
+            meta.mode() & 0o777
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.read_to_end(&mut bytes).map_err(Untrusted::Io)?;
+    Ok(bytes)
+}
+
+/// The cache's secret, created (32 random bytes, owner-only) if missing or unusable;
+/// refused if another user owns it or may read or write it.
 fn cache_key(dir: &Path) -> Result<[u8; 32]> {
     let path = dir.join(KEY_FILE);
-    if let Ok(bytes) = std::fs::read(&path)
-        && let Ok(key) = <[u8; 32]>::try_from(bytes.as_slice())
-    {
-        return Ok(key);
+    let refuse = |why: String| {
+        anyhow::anyhow!(
+            "the module cache key {why}; remove it (eddy makes a new one) or set EDDY_CACHE_DIR to a directory \
+             of your own"
+        )
+    };
+    match read_trusted(&path, OTHERS_ANY) {
+        Ok(bytes) => {
+            if let Ok(key) = <[u8; 32]>::try_from(bytes.as_slice()) {
+                return Ok(key);
+            }
+        }
+        Err(Untrusted::Foreign(why)) => return Err(refuse(why)),
+        Err(Untrusted::Io(_)) => {}
     }
     let mut key = [0u8; 32];
     getrandom::fill(&mut key).map_err(|error| anyhow::anyhow!("cannot draw a module cache key: {error}"))?;
@@ -142,12 +201,18 @@ fn cache_key(dir: &Path) -> Result<[u8; 32]> {
     match linked {
         Ok(()) => Ok(key),
         Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
-            let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            let bytes = match read_trusted(&path, OTHERS_ANY) {
+                Ok(bytes) => bytes,
+                Err(Untrusted::Foreign(why)) => return Err(refuse(why)),
+                Err(Untrusted::Io(error)) => {
+                    return Err(error).with_context(|| format!("cannot read {}", path.display()));
+                }
+            };
             match <[u8; 32]>::try_from(bytes.as_slice()) {
                 Ok(key) => Ok(key),
                 Err(_) => {
                     // Not a key (damaged): replace it; what it signed is compiled again.
-                    crate::util::fs::write_atomic(&path, &key)?;
+                    crate::util::fs::write_atomic_with_mode(&path, &key, 0o600)?;
                     Ok(key)
                 }
             }
@@ -287,5 +352,60 @@ mod tests {
         let replaced = cache_key(dir.path()).expect("replaced");
         assert_ne!(replaced, key);
         assert_eq!(std::fs::read(dir.path().join(KEY_FILE)).expect("key"), replaced);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join(KEY_FILE)).expect("key file").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "a replaced key is private too");
+    }
+
+    fn set_mode(path: &Path, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+
+    #[test]
+    fn a_key_or_module_other_users_may_write_is_refused() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let engine = Engine::default();
+        let cache = ModuleCache::open(dir.path(), &engine)?;
+        let sha = hex(&[7; 32]);
+        cache.write(&sha, b"artifact")?;
+        assert_eq!(cache.read(&sha)?, Some(b"artifact".to_vec()));
+        for mode in [0o664, 0o646] {
+            set_mode(&cache.file(&sha), mode);
+            let refused = cache.read(&sha).expect_err("a module others may write").to_string();
+            assert!(refused.contains("is writable by other users"), "{refused}");
+        }
+        set_mode(&cache.file(&sha), 0o644);
+        assert_eq!(cache.read(&sha)?, Some(b"artifact".to_vec()), "readable by others is fine for a module");
+        let key = dir.path().join(KEY_FILE);
+        for mode in [0o640, 0o602] {
+            set_mode(&key, mode);
+            let refused = ModuleCache::open(dir.path(), &engine).err().expect("a key others may read").to_string();
+            assert!(
+                refused.contains("readable or writable by other users") && refused.contains("remove it"),
+                "{refused}"
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_key_or_module_owned_by_another_user_is_refused() -> Result<()> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Ok(()); // only root can give a file to another user
+        }
+        let dir = tempfile::tempdir()?;
+        let engine = Engine::default();
+        let cache = ModuleCache::open(dir.path(), &engine)?;
+        let sha = hex(&[9; 32]);
+        cache.write(&sha, b"artifact")?;
+        std::os::unix::fs::chown(cache.file(&sha), Some(65534), None)?;
+        let refused = cache.read(&sha).expect_err("another user's module").to_string();
+        assert!(refused.contains("belongs to user id 65534"), "{refused}");
+        std::os::unix::fs::chown(dir.path().join(KEY_FILE), Some(65534), None)?;
+        let refused = ModuleCache::open(dir.path(), &engine).err().expect("another user's key").to_string();
+        assert!(refused.contains("belongs to user id 65534"), "{refused}");
+        Ok(())
     }
 }

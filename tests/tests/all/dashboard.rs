@@ -1,6 +1,7 @@
 //! Watching a real query: `eddy run --metrics` serves Prometheus metrics whose counters
 //! equal the progress records' and the input's, and a dashboard that a real browser
-//! (headless Chromium) renders with the same numbers; a skewed key leads the hot keys;
+//! (headless Chromium) renders with the same numbers; a skewed key leads the hot keys
+//! (its markup shown as text);
 //! `eddy ui` serves the same page from the checkpoint after the query stopped.
 
 use std::collections::BTreeMap;
@@ -15,6 +16,8 @@ use serde_json::Value;
 
 /// Rows per input file, and the share of them that belong to the hot user.
 const ROWS_PER_FILE: usize = 1_000;
+/// The hot user's name: markup, which the page must show as text.
+const HOT: &str = "hot<img src=x onerror=alert(1)>";
 const FILES: usize = 3;
 
 /// Writes the input: each file has 30 % of its rows for `hot`, the rest spread over
@@ -26,7 +29,7 @@ fn write_input(input: &Path) -> (BTreeMap<String, u64>, u64) {
     for file in 0..FILES {
         let mut text = String::new();
         for row in 0..ROWS_PER_FILE {
-            let user = if row % 10 < 3 { "hot".to_string() } else { format!("user-{:03}", (row * 7 + file) % 200) };
+            let user = if row % 10 < 3 { HOT.to_string() } else { format!("user-{:03}", (row * 7 + file) % 200) };
             text.push_str(&format!("{{\"user\":\"{user}\",\"amount\":{}}}\n", row % 17));
             *per_user.entry(user).or_insert(0) += 1;
         }
@@ -197,10 +200,10 @@ fn metrics_and_the_dashboard_show_what_the_progress_records_say() {
     // The hot user (30 % of every batch) leads each batch's hot keys.
     for record in records.iter().filter(|r| r["numInputRows"].as_u64() > Some(0)) {
         let first = &record["topKeys"]["byRows"][0];
-        assert_eq!(first["key"], "[\"hot\"]", "batch {}", record["batchId"]);
+        assert_eq!(first["key"], format!("[\"{HOT}\"]"), "batch {}", record["batchId"]);
         assert_eq!(first["rows"].as_u64(), Some((ROWS_PER_FILE * 3 / 10) as u64));
     }
-    assert_eq!(per_user["hot"], (ROWS_PER_FILE * FILES * 3 / 10) as u64);
+    assert_eq!(per_user[HOT], (ROWS_PER_FILE * FILES * 3 / 10) as u64);
 
     let dom = render_in_chromium(&format!("http://{address}/"), &screenshot_path("dashboard-live.png"));
     let last = records.last().expect("records");
@@ -217,13 +220,25 @@ fn metrics_and_the_dashboard_show_what_the_progress_records_say() {
         assert_eq!(table_cell(&dom, batch, "numInputRows"), record["numInputRows"].to_string(), "batch {batch}");
         assert_eq!(table_cell(&dom, batch, "numOutputRows"), record["sink"]["numOutputRows"].to_string());
     }
-    assert!(dom.contains("<td data-field=\"key\">[\"hot\"]</td>"), "the hot key is on the page");
+    // The key is on the page as text: its markup escaped, no element made of it.
+    let shown = "<td data-field=\"key\">[\"hot&lt;img src=x onerror=alert(1)&gt;\"]</td>";
+    assert!(dom.contains(shown), "the hot key is on the page, escaped");
+    assert!(!dom.contains("<img"), "no markup from the data");
     assert!(dom.matches("<rect ").count() >= 3 * 2, "the phase chart has bars");
 
     // Stopped, its dashboard is served from the checkpoint with the same numbers.
     let kill = Command::new("kill").args(["-TERM", &query.id().to_string()]).status().expect("kill");
     assert!(kill.success());
     assert!(query.wait().expect("eddy stops").success(), "a graceful stop");
+    // A checkpoint's records are shown as text too: the first record's time, stage
+    // name and watermark rewritten to markup.
+    let first_record = dir.path().join("checkpoint/progress/0.json");
+    let mut record: Value =
+        serde_json::from_str(&std::fs::read_to_string(&first_record).expect("record")).expect("json");
+    record["timestamp"] = "<b id=\"from-timestamp\">t</b>".into();
+    record["stateOperators"][0]["operatorName"] = "<b id=\"from-stage\">s</b>".into();
+    record["eventTime"]["watermark"] = "<b id=\"from-watermark\">w</b>".into();
+    std::fs::write(&first_record, serde_json::to_string_pretty(&record).expect("json")).expect("rewritten");
     let ui_address = free_address();
     let mut ui = Command::new(eddy_bin())
         .args(["ui", "checkpoint", "--address", &ui_address])
@@ -236,6 +251,10 @@ fn metrics_and_the_dashboard_show_what_the_progress_records_say() {
     let dom = render_in_chromium(&format!("http://{ui_address}/"), &screenshot_path("dashboard-ui.png"));
     let last = stored.last().expect("records");
     assert_eq!(text_of(&dom, "latest-batch-id"), last["batchId"].to_string());
+    for field in ["timestamp", "stage", "watermark"] {
+        assert!(!dom.contains(&format!("<b id=\"from-{field}\">")), "the record's {field} made markup");
+        assert!(dom.contains(&format!("&lt;b id=\"from-{field}\"&gt;")), "the record's {field} is shown as text");
+    }
     assert_eq!(text_of(&dom, "latest-input-rows"), last["numInputRows"].to_string());
     assert_eq!(get(&ui_address, "/metrics").0, 404, "no live metrics for a checkpoint");
     let _ = ui.kill();

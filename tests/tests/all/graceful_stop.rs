@@ -1,7 +1,7 @@
 //! Stopping `eddy run` with a signal, as a person or a service manager does: the first
 //! SIGTERM/SIGINT lets the batch in flight finish and commit, then eddy prints a
 //! one-line summary and exits 0; a batch that runs past the grace period is abandoned
-//! (nothing of it committed); a second signal stops at once.
+//! (nothing of it committed, exit code 75); a second signal stops at once.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -116,7 +116,8 @@ fn a_batch_past_the_grace_period_is_abandoned_with_nothing_committed() {
     signal(&child, "TERM");
     let (output, took) = finish(child, Duration::from_secs(20));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    // Not a clean stop: EX_TEMPFAIL (75), so that a service manager or script sees it.
+    assert_eq!(output.status.code(), Some(75), "{stderr}");
     assert!(took >= Duration::from_millis(900) && took < Duration::from_secs(10), "after the grace period: {took:?}");
     assert!(stderr.contains("ran past the 1 s grace period and was abandoned"), "{stderr}");
     assert!(!dir.path().join("checkpoint/commits/0").exists(), "nothing committed");

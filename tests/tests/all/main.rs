@@ -20,6 +20,7 @@ mod kafka_sink_reruns;
 mod kafka_torture;
 mod memory_bounds;
 mod module_cache;
+mod monitor_abuse;
 mod pipeline_run;
 mod projects;
 mod sandbox;

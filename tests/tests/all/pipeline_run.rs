@@ -234,6 +234,27 @@ fn a_bad_record_names_its_file_and_line_and_commits_nothing() {
 }
 
 #[test]
+fn terminal_escape_sequences_from_data_are_printed_escaped() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let wasm = repo_root().join("build/wasm/running_count.wasm");
+    let spec = write_spec(dir.path(), &valid_spec(wasm.to_str().expect("path")));
+    let checkpoint = dir.path().join("checkpoint");
+    let run = || eddy(&["run", &spec, "--checkpoint", checkpoint.to_str().expect("path")]);
+    // A user whose name clears the screen (CSI): shorter than the console's 20 characters.
+    std::fs::write(dir.path().join("input/a.jsonl"), "{\"user\":\"u\\u001b[2J\",\"amount\":5}\n").expect("file");
+    let printed = stdout(&run());
+    assert!(!printed.contains(['\u{1b}', '\u{7}']), "{printed:?}");
+    assert!(printed.contains("| u\\u{1b}[2J "), "the console sink shows the name escaped: {printed}");
+    // A bad record in a file whose name sets the terminal's title (OSC): the error
+    // names it escaped.
+    let name = "b\u{1b}]0;pwned\u{7}.jsonl";
+    std::fs::write(dir.path().join("input").join(name), "{\"user\":\"u2\",\"amount\":\"five\"}\n").expect("file");
+    let message = stderr(&run());
+    assert!(!message.contains(['\u{1b}', '\u{7}']), "{message:?}");
+    assert!(message.contains("b\\u{1b}]0;pwned\\u{7}.jsonl:1: bad record: "), "{message}");
+}
+
+#[test]
 fn the_examples_print_their_expected_output() {
     for example in ["running-count", "alert-suppression", "freezer-stats"] {
         let dir = repo_root().join("examples").join(example);

@@ -414,6 +414,68 @@ fn sql_joins_a_static_table_and_refuses_what_cannot_run_per_batch() {
     }
 }
 
+/// A query joining 20 input rows of user `a` with a static table that has `a` 50
+/// times: 1 000 output rows, against a stage cap of `max_rows`.
+fn exploding_join(max_rows: u64) -> (Query, std::process::Output) {
+    let stages = format!(
+        "[[table]]\nname = \"users\"\nformat = \"csv\"\npath = \"users.csv\"\nschema = \"id STRING, tier STRING\"\n\n\
+         [[stage]]\nname = \"enrich\"\nmax-output-rows-per-batch = {max_rows}\n\
+         sql = \"SELECT i.user, u.tier, i.amount FROM input i JOIN users u ON i.user = u.id\"\n"
+    );
+    let mut query = Query::new(&stages, None);
+    let table: String = (0..50).map(|n| format!("a,tier-{n}\n")).collect();
+    std::fs::write(query.path().join("users.csv"), format!("id,tier\n{table}")).expect("table");
+    query.add(&(0..20).map(|n| ("a", n, n)).collect::<Vec<_>>());
+    let output = eddy(&["run", query.path().join("pipeline.toml").to_str().expect("path")]);
+    (query, output)
+}
+
+#[test]
+fn a_join_that_multiplies_rows_past_the_stage_output_cap_fails_naming_it() {
+    // 20 rows × 50 matches = 1 000 rows: at the cap, the batch runs.
+    let (query, output) = exploding_join(1_000);
+    check(&output);
+    assert_eq!(query.output()[&0].len(), 1_000);
+    // One row under: the batch fails naming the stage and the cap, and publishes nothing.
+    let (query, output) = exploding_join(999);
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{error}");
+    assert!(
+        error.contains("SQL stage 'enrich': the query's output of this batch passed 999 rows")
+            && error.contains("max-output-rows-per-batch"),
+        "{error}"
+    );
+    assert!(query.output().is_empty(), "nothing published");
+}
+
+#[test]
+fn every_stage_kind_fails_a_batch_past_its_output_cap() {
+    // A 10-second window sliding by 1 second: each row is in 10 windows, so 3 users'
+    // rows make 30 (window, user) rows in update mode.
+    let window = |max_rows: u64| {
+        format!(
+            "[[stage]]\nname = \"sliding\"\nmax-output-rows-per-batch = {max_rows}\n[stage.window]\n\
+             time-column = \"ts\"\nsize = \"10 seconds\"\nslide = \"1 second\"\ngroup-by = [\"user\"]\n\
+             aggregates = [\"count\"]\noutput-mode = \"update\"\n"
+        )
+    };
+    let rows = [("a", 1, 5), ("b", 2, 5), ("c", 3, 5)];
+    let mut query = Query::new(&window(30), None);
+    query.add(&rows);
+    query.run();
+    assert_eq!(query.output()[&0].len(), 30);
+    let mut query = Query::new(&window(29), None);
+    query.add(&rows);
+    let output = eddy(&["run", query.path().join("pipeline.toml").to_str().expect("path")]);
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success()
+            && error.contains("stage 'sliding' output 30 rows in this batch, over its limit of 29 rows per batch"),
+        "{error}"
+    );
+    assert!(query.output().is_empty(), "nothing published");
+}
+
 #[test]
 fn a_chain_sql_dedup_window_restarts_mid_stream_and_continues_exactly() {
     let stages = "[[stage]]\nname = \"clean\"\nsql = \"SELECT user, amount, ts FROM input WHERE amount >= 0\"\n\n\

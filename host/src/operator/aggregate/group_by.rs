@@ -78,20 +78,26 @@ impl AggregateStage {
         }
     }
 
-    /// Every group in state (complete mode), refused past `max-complete-rows`.
+    /// Every group in state (complete mode), refused past `max-complete-rows`: the
+    /// count is checked as the store is visited, so that at most one group more than
+    /// the cap is ever read into memory.
     fn all_groups(&self, store: &StateStore, now: i64) -> Result<Vec<(Vec<u8>, WindowState)>> {
+        let prefix = self.operator_id.to_be_bytes();
+        let end = layout::prefix_end(&prefix);
+        let max = self.spec.max_complete_rows;
         let mut all = Vec::new();
-        for (raw_key, raw) in store.begin().scan_prefix(Cf::State, &self.operator_id.to_be_bytes())? {
-            if all.len() as u64 > self.spec.max_complete_rows {
-                bail!(
-                    "complete mode would output more than max-complete-rows ({}) groups; raise it, or use update mode",
-                    self.spec.max_complete_rows
-                );
-            }
+        store.begin().visit_range(Cf::State, &prefix, end.as_deref(), |raw_key, raw| {
             let (_, _, group, _, _) =
-                layout::split_state_key(&raw_key).context("a state key of the aggregate stage is corrupt")?;
-            let Some(payload) = value_get(Some(raw), now)? else { continue };
-            all.push((group.to_vec(), WindowState::unbounded(decode(&payload)?)));
+                layout::split_state_key(raw_key).context("a state key of the aggregate stage is corrupt")?;
+            if let Some(payload) = value_get(Some(raw.to_vec()), now)? {
+                all.push((group.to_vec(), WindowState::unbounded(decode(&payload)?)));
+            }
+            Ok(all.len() as u64 <= max)
+        })?;
+        if all.len() as u64 > max {
+            bail!(
+                "complete mode would output more than max-complete-rows ({max}) groups; raise it, or use update mode"
+            );
         }
         Ok(all)
     }

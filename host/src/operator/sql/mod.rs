@@ -37,12 +37,14 @@ pub struct SqlStage {
     /// The input's schema in DataFusion's Arrow.
     input_schema: DfSchemaRef,
     output_schema: SchemaRef,
+    /// The most rows one batch may output (`max-output-rows-per-batch`).
+    max_rows: u64,
 }
 
 impl SqlStage {
     /// Plans `query` over rows of `input` and the `tables` (read now), refusing what
-    /// cannot run batch by batch.
-    pub fn open(name: &str, query: &str, input: &SchemaRef, tables: &[TableSpec]) -> Result<SqlStage> {
+    /// cannot run batch by batch; a batch may output at most `max_rows` rows.
+    pub fn open(name: &str, query: &str, input: &SchemaRef, tables: &[TableSpec], max_rows: u64) -> Result<SqlStage> {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let config = SessionConfig::new().with_target_partitions(1).with_information_schema(false);
         let context = SessionContext::new_with_config(config);
@@ -79,7 +81,15 @@ impl SqlStage {
             })
             .collect::<Result<Vec<_>>>()?;
         let output_schema = Arc::new(Schema::new(fields));
-        Ok(SqlStage { name: name.to_string(), query: query.to_string(), context, runtime, input_schema, output_schema })
+        Ok(SqlStage {
+            name: name.to_string(),
+            query: query.to_string(),
+            context,
+            runtime,
+            input_schema,
+            output_schema,
+            max_rows,
+        })
     }
 }
 
@@ -263,10 +273,24 @@ impl Stage for SqlStage {
         let table = MemTable::try_new(self.input_schema.clone(), vec![vec![rows]])?;
         self.context.deregister_table(INPUT_TABLE)?;
         self.context.register_table(INPUT_TABLE, Arc::new(table))?;
+        // At most one row more than the cap is computed: a join that multiplies rows
+        // (a static table with duplicate keys) cannot fill memory before it fails.
+        let most = usize::try_from(self.max_rows.saturating_add(1)).unwrap_or(usize::MAX);
         let batches = self
             .runtime
-            .block_on(async { self.context.sql(&self.query).await?.collect().await })
+            .block_on(async { self.context.sql(&self.query).await?.limit(0, Some(most))?.collect().await })
             .map_err(|error| anyhow::anyhow!("SQL stage '{}' failed: {error}", self.name))?;
+        if batches.iter().map(|batch| batch.num_rows() as u64).sum::<u64>() > self.max_rows {
+            bail!(
+                "SQL stage '{}': the query's output of this batch passed {} rows, over the limit of {} rows per batch \
+                 (max-output-rows-per-batch of the stage); check the joins for duplicate keys in a static table, make \
+                 batches smaller (the source's max-files-per-trigger, max-bytes-per-trigger or max-rows-per-trigger), \
+                 or raise the stage's max-output-rows-per-batch",
+                self.name,
+                self.max_rows,
+                self.max_rows
+            );
+        }
         let rows = batches
             .into_iter()
             .filter(|batch| batch.num_rows() > 0)

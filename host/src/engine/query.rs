@@ -329,6 +329,7 @@ impl Query {
             self.sink.replay_batch(batch_id, &schema, rows)?;
         } else {
             self.sink.write_batch(batch_id, &schema, rows)?;
+            fault_pause("EDDY_PAUSE_BEFORE_MANIFEST_MS");
             let num_output_rows = rows.iter().map(|b| b.num_rows() as u64).sum();
             manifests.write(batch_id, &SinkManifest { batch_id, sink: self.sink.description(), num_output_rows })?;
         }
@@ -414,13 +415,26 @@ fn short(fingerprint: &str) -> &str {
 /// waits that long between publishing its output and committing its state, so that a
 /// test's kill -9 lands in that window (the one exactly-once sinks must survive).
 fn pause_after_publish() {
-    static PAUSE: std::sync::OnceLock<Option<std::time::Duration>> = std::sync::OnceLock::new();
-    let pause = PAUSE.get_or_init(|| {
-        let ms = std::env::var("EDDY_PAUSE_AFTER_PUBLISH_MS").ok()?.parse().ok()?;
-        Some(std::time::Duration::from_millis(ms))
-    });
+    fault_pause("EDDY_PAUSE_AFTER_PUBLISH_MS");
+}
+
+/// Fault injection for crash tests: waits the milliseconds the environment variable
+/// `name` says (read once per name), if set. `EDDY_PAUSE_BEFORE_MANIFEST_MS` waits
+/// after the sink wrote a batch and before its manifest records it, so that a kill
+/// there makes the next run write the batch again over what is already written.
+fn fault_pause(name: &'static str) {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static PAUSES: Mutex<Option<HashMap<&'static str, Option<std::time::Duration>>>> = Mutex::new(None);
+    let pause = {
+        let mut pauses = PAUSES.lock().unwrap_or_else(|poison| poison.into_inner());
+        *pauses.get_or_insert_with(HashMap::new).entry(name).or_insert_with(|| {
+            let ms = std::env::var(name).ok()?.parse().ok()?;
+            Some(std::time::Duration::from_millis(ms))
+        })
+    };
     if let Some(pause) = pause {
-        std::thread::sleep(*pause);
+        std::thread::sleep(pause);
     }
 }
 

@@ -1,7 +1,8 @@
 //! kill -9 torture through Kafka where every restart runs with another `parallelism`
-//! (2, 1, 3, 2, …: another machine, another pod size), most kills landing between a
-//! batch's publish and its commit. The batch re-run after such a kill must write what
-//! the crashed run wrote, whatever the shard layout: read with a read_uncommitted
+//! (2, 1, 3, 2, …: another machine, another pod size), most kills landing after the
+//! sink wrote a batch and before the batch committed (before its manifest, so that the
+//! restart writes the batch again over what is there). The re-run must write what the
+//! crashed run wrote, whatever the shard layout: read with a read_uncommitted
 //! consumer, the output holds every (batch, partition, sequence) exactly once, each
 //! batch's sequences without a gap, and the query goes on to the end of its input.
 //! Once with running-count (output from `handle-input-rows`), once with the

@@ -245,6 +245,27 @@ impl OpenTransaction {
         use rdkafka::producer::Producer;
         self.producer.commit_transaction(Duration::from_secs(30)).expect("the transaction commits");
     }
+/// A re-run of a batch by the Kafka sink, as its log line (`sink: batch N runs again: W
+/// of its T records were already written, …`) tells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rerun {
+    /// The batch.
+    pub batch: u64,
+    /// How many of its records the crashed run had written.
+    pub already_written: u64,
+}
+
+/// The Kafka sink's re-runs logged in `stderr` (at level info).
+pub fn reruns(stderr: &[u8]) -> Vec<Rerun> {
+    let text = String::from_utf8_lossy(stderr);
+    text.lines()
+        .filter_map(|line| {
+            let (before, after) = line.split_once(" runs again: ")?;
+            let batch = before.rsplit(' ').next()?.parse().ok()?;
+            let already_written = after.split(' ').next()?.parse().ok()?;
+            Some(Rerun { batch, already_written })
+        })
+        .collect()
 }
 
 impl Drop for Broker {

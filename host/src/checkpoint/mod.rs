@@ -205,6 +205,7 @@ mod tests {
                 batch_timestamp_us: 1_000 + id as i64,
                 watermark_us: Some(7),
                 end_offsets: vec![serde_json::json!({"files": ["a"]}), serde_json::Value::Null],
+                static_tables: Default::default(),
             };
             checkpoint.offsets().write(id, &offsets)?;
             checkpoint.commits().write(id, &CommitRecord { batch_id: id, next_watermark_us: Some(8) })?;

@@ -7,6 +7,7 @@
 //! from that record — the same input, the same time, the same watermark — so the
 //! sink and the state agree and the output is byte-identical.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Result;
@@ -26,6 +27,10 @@ pub struct OffsetsRecord {
     pub watermark_us: Option<i64>,
     /// Per source (in spec order), where the batch ends (`null`: nothing from it).
     pub end_offsets: Vec<serde_json::Value>,
+    /// Each static table's fingerprint (by name) as the batch read it: a re-run of the
+    /// batch refuses tables that changed since (absent in records of earlier eddys).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub static_tables: BTreeMap<String, String>,
 }
 
 /// That batch N committed (`commits/<N>`), with the watermark for the next batch.

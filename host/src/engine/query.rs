@@ -9,6 +9,7 @@
 //!    watermark in one atomic RocksDB write, then `commits/N`, a snapshot when due,
 //!    the progress record and the checkpoint's retention.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -23,7 +24,7 @@ use super::open::open_parts;
 use super::report::Reporter;
 use super::watermark::WatermarkTracker;
 use crate::checkpoint::{CheckpointDir, CommitRecord, OffsetsRecord, QueryProgress, SinkManifest};
-use crate::operator::{BatchTime, Stage, StageStats};
+use crate::operator::{BatchTime, Stage, StageStats, StaticTable};
 use crate::pipeline::Pipeline;
 use crate::sink::Sink;
 use crate::source::{Source, SourceBatch};
@@ -50,6 +51,8 @@ pub struct Query {
     snapshot_interval: u64,
     /// State schemas recorded with the next commit (new, or a new module's).
     schemas_to_record: Vec<(u16, OperatorStateSchema)>,
+    /// The static tables the stages read when they opened (each once, by name).
+    static_tables: Vec<StaticTable>,
 }
 
 /// What the stages of one batch produced.
@@ -73,6 +76,12 @@ impl Query {
             let record = CommitRecord { batch_id, next_watermark_us: watermark.current() };
             checkpoint.commits().write(batch_id, &record)?;
         }
+        let mut static_tables: Vec<StaticTable> = Vec::new();
+        for table in parts.stages.iter().flat_map(|stage| stage.static_tables()) {
+            if !static_tables.iter().any(|known| known.name == table.name) {
+                static_tables.push(table);
+            }
+        }
         let reporter = Reporter {
             query_id: parts.query_id,
             run_id: parts.run_id,
@@ -95,6 +104,7 @@ impl Query {
             retain_batches: pipeline.min_batches_to_retain,
             snapshot_interval: pipeline.snapshot_interval,
             schemas_to_record: parts.schemas_to_record,
+            static_tables,
         })
     }
 
@@ -215,16 +225,35 @@ impl Query {
             .iter()
             .map(|batch| batch.as_ref().map_or(serde_json::Value::Null, |b| b.end_offset.clone()))
             .collect();
-        let record = OffsetsRecord { batch_id, batch_timestamp_us: now, watermark_us: time.watermark, end_offsets };
+        let static_tables = self.static_table_fingerprints();
+        let record = OffsetsRecord {
+            batch_id,
+            batch_timestamp_us: now,
+            watermark_us: time.watermark,
+            end_offsets,
+            static_tables,
+        };
         self.checkpoint.offsets().write(batch_id, &record)?;
         let late_rows_watermark = self.late_rows_watermark(time)?;
         time.late_rows_watermark = late_rows_watermark;
         Ok(Some(Plan { time, late_rows_watermark, sources: planned, plan_ms: started.elapsed().as_millis() as u64 }))
     }
 
-    /// The plan of a batch recorded before a crash: the same input, time and watermark.
-    fn replan(&mut self, record: OffsetsRecord, started: Instant) -> Result<Plan> {
+    /// The plan of a batch recorded before a crash: the same input, time, watermark
+    /// and, once the sink may have published some of it, static tables.
+    fn replan(&mut self, mut record: OffsetsRecord, started: Instant) -> Result<Plan> {
         let batch_id = record.batch_id;
+        // Once the sink may hold some of the batch, the re-run must read the same tables;
+        // before that, its output is the first and may read the tables as they are now.
+        let published =
+            self.checkpoint.sink_manifests(0).has(batch_id) || self.checkpoint.sink_intents(0).has(batch_id);
+        let tables = self.static_table_fingerprints();
+        if published {
+            check_static_tables(batch_id, &record.static_tables, &self.static_tables)?;
+        } else if record.static_tables != tables {
+            record.static_tables = tables;
+            self.checkpoint.offsets().write(batch_id, &record)?;
+        }
         if record.end_offsets.len() != self.sources.len() {
             anyhow::bail!(
                 "batch {batch_id} was planned with {} source(s) and the pipeline now has {}; restore the \
@@ -246,6 +275,11 @@ impl Query {
         let late_rows_watermark = self.late_rows_watermark(time)?;
         time.late_rows_watermark = late_rows_watermark;
         Ok(Plan { time, late_rows_watermark, sources: planned, plan_ms: started.elapsed().as_millis() as u64 })
+    }
+
+    /// Each static table's fingerprint, by name, as the stages read it.
+    fn static_table_fingerprints(&self) -> BTreeMap<String, String> {
+        self.static_tables.iter().map(|table| (table.name.clone(), table.fingerprint.clone())).collect()
     }
 
     /// The watermark the last committed batch ran with.
@@ -319,6 +353,7 @@ impl Query {
             self.sink.replay_batch(batch_id, &schema, rows)?;
         } else {
             self.sink.write_batch(batch_id, &schema, rows)?;
+            fault_pause("EDDY_PAUSE_BEFORE_MANIFEST_MS");
             let num_output_rows = rows.iter().map(|b| b.num_rows() as u64).sum();
             manifests.write(batch_id, &SinkManifest { batch_id, sink: self.sink.description(), num_output_rows })?;
         }
@@ -369,17 +404,61 @@ impl Query {
     }
 }
 
+/// Refuses to re-run batch `batch_id`, planned with the static tables `recorded` (name
+/// to fingerprint), when a table the stages read now differs or is gone.
+fn check_static_tables(batch_id: u64, recorded: &BTreeMap<String, String>, current: &[StaticTable]) -> Result<()> {
+    let why = "a batch re-run after a crash reads what it read before, or its output could differ from what \
+               the sink already has of it";
+    for (name, fingerprint) in recorded {
+        match current.iter().find(|table| &table.name == name) {
+            None => anyhow::bail!(
+                "batch {batch_id} was planned with static table '{name}', which no SQL stage of the pipeline reads \
+                 now; {why}: restore the table and the stages that read it until batch {batch_id} has committed, \
+                 then remove them"
+            ),
+            Some(table) if &table.fingerprint != fingerprint => anyhow::bail!(
+                "batch {batch_id} cannot run again: static table '{name}' ({}) changed since the batch was planned \
+                 (its files' fingerprint was {}, now {}); {why}: put the table's files back as they were until \
+                 batch {batch_id} has committed, then change them (static tables are read when the query starts)",
+                table.path.display(),
+                short(fingerprint),
+                short(&table.fingerprint)
+            ),
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// The first 12 hex digits of a fingerprint, as messages show it.
+fn short(fingerprint: &str) -> &str {
+    fingerprint.get(..12).unwrap_or(fingerprint)
+}
+
 /// Fault injection for crash tests: with `EDDY_PAUSE_AFTER_PUBLISH_MS` set, every batch
 /// waits that long between publishing its output and committing its state, so that a
 /// test's kill -9 lands in that window (the one exactly-once sinks must survive).
 fn pause_after_publish() {
-    static PAUSE: std::sync::OnceLock<Option<std::time::Duration>> = std::sync::OnceLock::new();
-    let pause = PAUSE.get_or_init(|| {
-        let ms = std::env::var("EDDY_PAUSE_AFTER_PUBLISH_MS").ok()?.parse().ok()?;
-        Some(std::time::Duration::from_millis(ms))
-    });
+    fault_pause("EDDY_PAUSE_AFTER_PUBLISH_MS");
+}
+
+/// Fault injection for crash tests: waits the milliseconds the environment variable
+/// `name` says (read once per name), if set. `EDDY_PAUSE_BEFORE_MANIFEST_MS` waits
+/// after the sink wrote a batch and before its manifest records it, so that a kill
+/// there makes the next run write the batch again over what is already written.
+fn fault_pause(name: &'static str) {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static PAUSES: Mutex<Option<HashMap<&'static str, Option<std::time::Duration>>>> = Mutex::new(None);
+    let pause = {
+        let mut pauses = PAUSES.lock().unwrap_or_else(|poison| poison.into_inner());
+        *pauses.get_or_insert_with(HashMap::new).entry(name).or_insert_with(|| {
+            let ms = std::env::var(name).ok()?.parse().ok()?;
+            Some(std::time::Duration::from_millis(ms))
+        })
+    };
     if let Some(pause) = pause {
-        std::thread::sleep(*pause);
+        std::thread::sleep(pause);
     }
 }
 

@@ -5,6 +5,8 @@
 mod aggregate;
 mod dedup;
 mod grouping;
+#[cfg(test)]
+mod layout_tests;
 mod processor_spec;
 mod shards;
 mod sql;
@@ -17,6 +19,6 @@ pub use dedup::DedupStage;
 pub use grouping::{Grouped, KeyRows, group_by_key};
 pub use shards::ShardedOperator;
 pub use sql::{INPUT_TABLE, SqlStage};
-pub use stage::{BatchTime, HandlerStats, Stage, StageOutput, StageStats};
+pub use stage::{BatchTime, HandlerStats, Stage, StageOutput, StageStats, StaticTable};
 pub use top_keys::{TOP_KEYS, TopKeysCollector};
 pub use wasm_operator::{CallStats, OperatorOptions, OperatorOutput, WasmOperator};

@@ -2,6 +2,13 @@
 //! key groups are split into contiguous ranges, one per shard; each shard has its own
 //! long-lived processor instance and its own state transaction, and the shards of a
 //! batch run on their own threads.
+//!
+//! A batch's output does not depend on how many shards run it (a batch re-run after a
+//! crash with another `parallelism` writes the same records in the same order): the
+//! rows `handle-input-rows` returned, key by key in (key group, key) order, then the
+//! rows of the fired timers, in the same order. Each shard's rows of each kind already
+//! are in that order and the shards own consecutive key-group ranges, so the shards'
+//! parts are put one after the other, input rows first.
 
 use std::ops::Range;
 
@@ -139,6 +146,7 @@ impl ShardedOperator {
         let stats = StageStats { name: STAGE_NAME.to_string(), ..StageStats::default() };
         let mut output = StageOutput { txns: Vec::new(), rows: Vec::new(), stats };
         let mut top_keys = TopKeysCollector::default();
+        let mut timer_rows = Vec::new();
         for result in results {
             let shard_output = result?;
             let calls = shard_output.calls;
@@ -155,11 +163,31 @@ impl ShardedOperator {
             output.stats.timers_fired += shard_output.timers_fired as u64;
             output.stats.entries_evicted += shard_output.entries_evicted;
             output.txns.push(shard_output.txn);
-            output.rows.extend(shard_output.rows);
+            let (input_rows, timers) = split_rows(shard_output.rows, shard_output.input_handler_rows);
+            output.rows.extend(input_rows);
+            timer_rows.extend(timers);
         }
+        output.rows.extend(timer_rows);
         output.stats.top_keys = top_keys.finish();
         Ok(output)
     }
+}
+
+/// `rows` cut after their first `first` rows.
+fn split_rows(rows: Vec<RecordBatch>, first: usize) -> (Vec<RecordBatch>, Vec<RecordBatch>) {
+    let (mut head, mut tail) = (Vec::new(), Vec::new());
+    let mut left = first;
+    for batch in rows {
+        let taken = left.min(batch.num_rows());
+        left -= taken;
+        if taken > 0 {
+            head.push(batch.slice(0, taken));
+        }
+        if taken < batch.num_rows() {
+            tail.push(batch.slice(taken, batch.num_rows() - taken));
+        }
+    }
+    (head, tail)
 }
 
 impl Stage for ShardedOperator {

@@ -5,6 +5,7 @@
 //! not change however many stages a query has.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use anyhow::Result;
 use arrow::array::RecordBatch;
@@ -76,6 +77,17 @@ impl HandlerStats {
     }
 }
 
+/// A static table as a stage read it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StaticTable {
+    /// Its name in SQL.
+    pub name: String,
+    /// Its file or directory.
+    pub path: PathBuf,
+    /// A hash of its files' names and bytes as read (SHA-256, hex).
+    pub fingerprint: String,
+}
+
 /// What a stage produced in one batch.
 pub struct StageOutput {
     /// Its state changes (none for a stateless stage), committed by the engine.
@@ -107,6 +119,12 @@ pub trait Stage: Send {
     /// stateful stage says yes unless it says otherwise; a stateless one, no.
     fn runs_when_the_watermark_moves(&self) -> bool {
         !self.is_stateless()
+    }
+
+    /// The static tables it read when it opened: a batch records them when planned,
+    /// and its re-run after a crash refuses tables that changed since.
+    fn static_tables(&self) -> Vec<StaticTable> {
+        Vec::new()
     }
 
     /// Whether one of its timers is due at `time`, so that a batch must run even

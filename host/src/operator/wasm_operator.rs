@@ -58,8 +58,8 @@ pub struct OperatorOptions {
     pub event_time_column: Option<String>,
     /// The key groups this instance owns (timers and TTL eviction act on these only).
     pub key_group_range: Range<u16>,
-    /// The query's id (the checkpoint's metadata): with the batch id and the first key
-    /// group, it seeds the guest's random numbers.
+    /// The query's id (the checkpoint's metadata): with the batch id and the current
+    /// key's key group, it seeds the guest's random numbers.
     pub query_id: String,
     /// This run's id (new each time the query starts).
     pub run_id: String,
@@ -69,8 +69,11 @@ pub struct OperatorOptions {
 pub struct OperatorOutput {
     /// The batch's state changes, to be committed by the caller.
     pub txn: StateTxn,
-    /// The rows the processor returned, in call order.
+    /// The rows the processor returned, in call order: `handle-input-rows`' (key by
+    /// key, in key-group order), then the timers'.
     pub rows: Vec<RecordBatch>,
+    /// How many of `rows` (the first ones) `handle-input-rows` returned.
+    pub input_handler_rows: usize,
     /// How many distinct keys had input rows.
     pub keys_with_input: usize,
     /// How many timers fired.
@@ -241,6 +244,7 @@ impl WasmOperator {
             .and_then(|()| self.convert_timers())
             .and_then(|()| self.run_keys(store, input, groups, time, &mut outputs))
             .and_then(|()| {
+                let input_handler_rows = outputs.num_rows() as usize;
                 let timers_fired = self.fire_timers(store, time, &mut outputs)?;
                 let txn = self.instance.txn_mut().context("no state transaction during the batch")?;
                 let evicted =
@@ -248,14 +252,22 @@ impl WasmOperator {
                 let rows = outputs
                     .finish()
                     .map_err(|problem| anyhow!("module '{}' returned unusable rows: {problem}", self.module_name))?;
-                Ok((rows.into_iter().collect(), timers_fired, evicted))
+                Ok((rows.into_iter().collect(), input_handler_rows, timers_fired, evicted))
             });
         let txn = self.instance.finish_batch().context("the batch's state transaction went missing")?;
-        let (rows, timers_fired, entries_evicted) = result?;
+        let (rows, input_handler_rows, timers_fired, entries_evicted) = result?;
         let mut calls = std::mem::take(&mut self.calls);
         calls.timers_registered = self.instance.take_timers_registered();
         calls.memory_peak_bytes = self.instance.memory_peak_bytes();
-        Ok(OperatorOutput { txn, rows, keys_with_input: groups.len(), timers_fired, entries_evicted, calls })
+        Ok(OperatorOutput {
+            txn,
+            rows,
+            input_handler_rows,
+            keys_with_input: groups.len(),
+            timers_fired,
+            entries_evicted,
+            calls,
+        })
     }
 
     /// Calls `close` on the processor.
@@ -294,13 +306,10 @@ impl WasmOperator {
     }
 
     /// Starts a batch in the instance, its random numbers drawn from this query, this
-    /// batch and this shard.
+    /// batch and each key's key group (not this shard: a replay in another layout draws
+    /// the same).
     fn start_batch(&mut self, txn: StateTxn, time: BatchTime) {
-        let random = RandomScope {
-            query_id: &self.options.query_id,
-            batch_id: time.batch_id,
-            shard: self.options.key_group_range.start,
-        };
+        let random = RandomScope { query_id: &self.options.query_id, batch_id: time.batch_id };
         self.instance.start_batch(txn, time.processing_time, random);
     }
 

@@ -116,6 +116,11 @@ impl KeyScope {
         if self.timers_by_key { Cf::Timers } else { Cf::TimerIndex }
     }
 
+    /// The key group the key hashes into.
+    pub fn key_group(&self) -> u16 {
+        self.key_group
+    }
+
     /// The encoded grouping key.
     pub fn key(&self) -> &[u8] {
         &self.prefix[layout::KEY_PREFIX_HEADER..]

@@ -175,6 +175,9 @@ impl ProcessorInstance {
         self.store.data().output.clear();
         self.store.data_mut().memory.refused_at = None;
         self.store.data_mut().start_call();
+        // Random numbers come from the current key's group (none is, until one is selected).
+        let key_group = self.store.data().scope.key().map(|key| key.scope.key_group());
+        self.store.data().clock.select_key_group(key_group);
         match invoke(&self.processor, &mut self.store) {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(message)) => Err(error(self, GuestProblem::Failed(message))),

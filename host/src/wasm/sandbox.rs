@@ -1,9 +1,11 @@
 //! The deterministic sandbox a guest runs in: WASI clocks that answer the batch's
-//! processing time, randomness seeded from the query, the batch and the shard,
-//! captured stdout/stderr, and a memory cap.
+//! processing time, randomness seeded from the query, the batch and the current key's
+//! key group, captured stdout/stderr, and a memory cap.
 
+use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,39 +16,55 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder};
 
 /// What makes a batch's random numbers its own: a replay of the batch draws the same
-/// stream, any other shard, query or batch another one.
+/// streams, any other query or batch other ones. Within the batch each key group has a
+/// stream of its own (see [`BatchClock::select_key_group`]), so what a key draws does
+/// not depend on which shard runs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RandomScope<'a> {
     /// The query's id (from the checkpoint's metadata).
     pub query_id: &'a str,
     /// The batch.
     pub batch_id: u64,
-    /// The shard: the first key group it owns.
-    pub shard: u16,
 }
 
 /// The batch's clock and seed, shared between the host and the guest's WASI context.
 #[derive(Clone, Default)]
 pub struct BatchClock {
     inner: Arc<Mutex<ClockState>>,
+    /// The key group whose stream the guest draws from, plus one (0: no key is
+    /// current); set at every key a call selects, so kept apart from the lock.
+    key_group: Arc<AtomicU32>,
 }
 
 #[derive(Default)]
 struct ClockState {
     /// Processing time of the current batch, microseconds since the epoch.
     now_us: i64,
-    /// The guest's random stream, reseeded at each batch.
-    random: HashStream,
+    /// The batch's random key, from its [`RandomScope`] (zero before the first batch).
+    batch_key: [u8; 32],
+    /// The batch's random streams, one per key group drawn from (and one for draws
+    /// while no key is current), made at their first draw.
+    streams: HashMap<Option<u16>, HashStream>,
     /// The shortest wait a clock deadline found ahead of it since it was last taken.
     shortest_wait: Option<Duration>,
 }
 
 impl BatchClock {
-    /// Sets the time and the random stream for the next batch.
+    /// Sets the time and the random streams for the next batch.
     pub fn start_batch(&self, now_us: i64, random: RandomScope<'_>) {
         let mut state = self.inner.lock().unwrap_or_else(|poison| poison.into_inner());
         state.now_us = now_us;
-        state.random = HashStream::new(random);
+        state.batch_key = batch_key(random);
+        state.streams.clear();
+        self.select_key_group(None);
+    }
+
+    /// Draws the next random numbers from `key_group`'s stream (the current key's),
+    /// or, with `None`, from the stream of draws made while no key is current. A key
+    /// group's keys are handled in the same order whatever shard runs them (by key,
+    /// input rows first, then timers), so each draws the same numbers in any layout.
+    pub fn select_key_group(&self, key_group: Option<u16>) {
+        self.key_group.store(key_group.map_or(0, |group| u32::from(group) + 1), Ordering::Relaxed);
     }
 
     /// Notes that a clock deadline is `wait` ahead of the batch clock.
@@ -65,7 +83,13 @@ impl BatchClock {
     }
 
     fn fill(&self, dst: &mut [u8]) {
-        self.inner.lock().unwrap_or_else(|poison| poison.into_inner()).random.fill(dst);
+        let key_group = match self.key_group.load(Ordering::Relaxed) {
+            0 => None,
+            plus_one => u16::try_from(plus_one - 1).ok(),
+        };
+        let mut state = self.inner.lock().unwrap_or_else(|poison| poison.into_inner());
+        let batch_key = state.batch_key;
+        state.streams.entry(key_group).or_insert_with(|| HashStream::new(&batch_key, key_group)).fill(dst);
     }
 
     fn next_u64(&self) -> u64 {
@@ -75,10 +99,19 @@ impl BatchClock {
     }
 }
 
-/// A deterministic random stream: SHA-256 in counter mode under a 256-bit key
-/// derived from a [`RandomScope`], so that streams of different scopes do not
+/// The key a batch's streams are derived from: SHA-256 of the [`RandomScope`].
+fn batch_key(scope: RandomScope<'_>) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update(b"eddy guest random v2\0");
+    hasher.update((scope.query_id.len() as u64).to_le_bytes());
+    hasher.update(scope.query_id.as_bytes());
+    hasher.update(scope.batch_id.to_le_bytes());
+    hasher.finalize().into()
+}
+
+/// A deterministic random stream: SHA-256 in counter mode under a 256-bit key derived
+/// from the batch's key and a key group, so that streams of different scopes do not
 /// overlap (a 64-bit seed would make UUIDs of 2³² batches collide).
-#[derive(Default)]
 struct HashStream {
     key: [u8; 32],
     counter: u64,
@@ -88,13 +121,13 @@ struct HashStream {
 }
 
 impl HashStream {
-    fn new(scope: RandomScope<'_>) -> Self {
+    fn new(batch_key: &[u8; 32], key_group: Option<u16>) -> Self {
         let mut hasher = Sha256::new();
-        hasher.update(b"eddy guest random v1\0");
-        hasher.update((scope.query_id.len() as u64).to_le_bytes());
-        hasher.update(scope.query_id.as_bytes());
-        hasher.update(scope.batch_id.to_le_bytes());
-        hasher.update(scope.shard.to_le_bytes());
+        hasher.update(batch_key);
+        match key_group {
+            Some(group) => hasher.update([&[1u8][..], &group.to_le_bytes()].concat()),
+            None => hasher.update([0u8]),
+        }
         Self { key: hasher.finalize().into(), counter: 0, block: [0; 32], used: 32 }
     }
 
@@ -288,40 +321,50 @@ impl ResourceLimiter for MemoryCap {
 mod tests {
     use super::*;
 
-    fn first_bytes(scope: RandomScope<'_>) -> [u8; 48] {
+    /// The first 48 bytes drawn in batch `scope`, for key group `key_group`, in two
+    /// draws (after draws for another key group, which must not disturb it).
+    fn first_bytes(scope: RandomScope<'_>, key_group: Option<u16>) -> [u8; 48] {
         let clock = BatchClock::default();
         clock.start_batch(0, scope);
         let mut bytes = [0; 48];
+        clock.select_key_group(Some(999));
+        clock.fill(&mut [0; 40]);
+        clock.select_key_group(key_group);
         clock.fill(&mut bytes[..5]);
+        clock.select_key_group(Some(998));
+        clock.fill(&mut [0; 3]);
+        clock.select_key_group(key_group);
         clock.fill(&mut bytes[5..]);
         bytes
     }
 
     #[test]
-    fn the_stream_is_the_scope_s_and_only_the_scope_s() {
-        let scope = RandomScope { query_id: "8c1f7a52-5d0e-4f6b-9a3e-2b7c4d1e0f9a", batch_id: 7, shard: 64 };
-        let stream = first_bytes(scope);
-        assert_eq!(first_bytes(scope), stream, "a replay draws the same stream");
-        // The stream is SHA-256 in counter mode under the scope's key.
-        let key: [u8; 32] = Sha256::new()
-            .chain_update(b"eddy guest random v1\0")
+    fn each_key_group_draws_a_stream_of_its_batch_of_its_own() {
+        let scope = RandomScope { query_id: "8c1f7a52-5d0e-4f6b-9a3e-2b7c4d1e0f9a", batch_id: 7 };
+        let stream = first_bytes(scope, Some(64));
+        assert_eq!(first_bytes(scope, Some(64)), stream, "a replay draws the same stream");
+        // The stream is SHA-256 in counter mode under a key from the batch and the key group.
+        let batch: [u8; 32] = Sha256::new()
+            .chain_update(b"eddy guest random v2\0")
             .chain_update(36u64.to_le_bytes())
             .chain_update(scope.query_id)
             .chain_update(7u64.to_le_bytes())
-            .chain_update(64u16.to_le_bytes())
             .finalize()
             .into();
+        let key: [u8; 32] = Sha256::new().chain_update(batch).chain_update([1u8, 64, 0]).finalize().into();
         let block = |counter: u64| -> [u8; 32] {
             Sha256::new().chain_update(key).chain_update(counter.to_le_bytes()).finalize().into()
         };
         assert_eq!(stream[..32], block(0));
         assert_eq!(stream[32..], block(1)[..16]);
-        for other in [
-            RandomScope { shard: 0, ..scope },
-            RandomScope { batch_id: 8, ..scope },
-            RandomScope { query_id: "another query", ..scope },
-        ] {
-            assert_ne!(first_bytes(other)[..16], stream[..16], "{other:?}");
+        let others = [
+            first_bytes(scope, Some(65)),
+            first_bytes(scope, None),
+            first_bytes(RandomScope { batch_id: 8, ..scope }, Some(64)),
+            first_bytes(RandomScope { query_id: "another query", ..scope }, Some(64)),
+        ];
+        for (i, other) in others.iter().enumerate() {
+            assert_ne!(other[..16], stream[..16], "other scope {i}");
         }
     }
 

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use eddy_tests::kafka::Broker;
+use eddy_tests::kafka::{Broker, reruns};
 use eddy_tests::torture::final_state;
 use eddy_tests::{Rng, eddy_bin, env_or, wasm};
 use serde_json::Value;
@@ -54,11 +54,7 @@ fn start(dir: &Path, pause_after_publish: bool) -> Child {
 
 /// How many re-runs in `stderr` found records of their batch already written.
 fn count_reruns_with_records(stderr: &[u8]) -> usize {
-    let text = String::from_utf8_lossy(stderr);
-    text.lines()
-        .filter_map(|line| line.split(" runs again: ").nth(1)?.split(' ').next()?.parse::<u64>().ok())
-        .filter(|written| *written > 0)
-        .count()
+    reruns(stderr).iter().filter(|rerun| rerun.already_written > 0).count()
 }
 
 /// Per partition, the (key, value) of every record in offset order.

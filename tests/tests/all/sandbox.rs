@@ -1,10 +1,12 @@
 //! The guest's sandbox: clocks answer the batch's processing time, randomness is
-//! seeded from the query, the batch and the shard, sleeps cannot block, and there is
+//! seeded from the query, the batch and the key group, sleeps cannot block, and there is
 //! no environment, argument or file system.
 
 use std::time::{Duration, Instant};
 
+use eddy::contract::Scalar;
 use eddy::pipeline::InstanceLimits;
+use eddy::state::key;
 use eddy::wasm::{GuestError, GuestProblem};
 use eddy_tests::{Scripted, TEST_QUERY_ID, cmd};
 use serde_json::json;
@@ -81,26 +83,32 @@ fn a_sleep_fails_within_the_call_deadline_instead_of_blocking() {
     assert!(wait > Duration::from_secs(100 * 365 * 86_400), "{wait:?}");
 }
 
-/// The first random number the shard `range` of query `query_id` draws in each of
-/// `batches` batches.
-fn draws(query_id: &str, range: std::ops::Range<u16>, batches: usize) -> Vec<String> {
+/// The first random number key `key` draws in each of `batches` batches, run by the
+/// shard `range` of query `query_id`.
+fn draws(query_id: &str, range: std::ops::Range<u16>, key: &str, batches: usize) -> Vec<String> {
     let config = json!({"time_mode": "none", "state": []});
     let mut shard = Scripted::new_shard(config, InstanceLimits::default(), query_id, range);
     (0..batches)
         .map(|batch| {
-            let rows = shard.run(1_000 + batch as i64, &[cmd("k", "sandbox.random", "")]).expect("batch runs");
+            let rows = shard.run(1_000 + batch as i64, &[cmd(key, "sandbox.random", "")]).expect("batch runs");
             results(rows).remove(0)
         })
         .collect()
 }
 
 #[test]
-fn each_shard_query_and_batch_draws_its_own_random_numbers_and_a_replay_the_same() {
-    let first_shard = draws(TEST_QUERY_ID, 0..8, 2);
-    assert_ne!(first_shard[0], first_shard[1], "another batch, another number");
-    assert_eq!(draws(TEST_QUERY_ID, 0..8, 2), first_shard, "a replay draws the same numbers");
-    let second_shard = draws(TEST_QUERY_ID, 8..16, 2);
-    assert!(second_shard.iter().all(|n| !first_shard.contains(n)), "{first_shard:?} {second_shard:?}");
-    let other_query = draws("another-query", 0..8, 2);
-    assert!(other_query.iter().all(|n| !first_shard.contains(n)), "{first_shard:?} {other_query:?}");
+fn each_key_group_query_and_batch_draws_its_own_random_numbers_and_a_replay_the_same_in_any_shard() {
+    let first = draws(TEST_QUERY_ID, 0..8, "k", 2);
+    assert_ne!(first[0], first[1], "another batch, another number");
+    assert_eq!(draws(TEST_QUERY_ID, 0..8, "k", 2), first, "a replay draws the same numbers");
+    // The shard does not matter (a replay with another parallelism draws alike).
+    assert_eq!(draws(TEST_QUERY_ID, 0..16, "k", 2), first);
+    assert_eq!(draws(TEST_QUERY_ID, 8..16, "k", 2), first);
+    // A key of another key group (of 16), another query: other numbers.
+    let group = |name: &str| key::key_group(&key::encode(&[Scalar::Utf8(name.into())]), 16);
+    let other_key = (0..).map(|i| format!("k{i}")).find(|name| group(name) != group("k")).expect("a key");
+    let other_group = draws(TEST_QUERY_ID, 0..8, &other_key, 2);
+    assert!(other_group.iter().all(|n| !first.contains(n)), "{first:?} {other_group:?}");
+    let other_query = draws("another-query", 0..8, "k", 2);
+    assert!(other_query.iter().all(|n| !first.contains(n)), "{first:?} {other_query:?}");
 }

@@ -153,6 +153,14 @@ impl WindowStage {
         })
     }
 
+    /// The stage with its batches split over `parts` shards instead of one per core
+    /// (for the tests that its output does not depend on the layout).
+    #[cfg(test)]
+    pub(crate) fn with_shards(mut self, parts: usize) -> Self {
+        self.shards = crate::operator::grouping::key_group_ranges(self.key_groups, parts);
+        self
+    }
+
     /// What the stage keeps, for the checkpoint's schema record and `eddy state`.
     pub fn state_schema(&self) -> OperatorStateSchema {
         OperatorStateSchema {

@@ -6,8 +6,8 @@
 //! batches cross to it and back without copying ([`bridge`]).
 
 mod bridge;
+mod tables;
 
-use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
@@ -19,10 +19,8 @@ use datafusion::datasource::MemTable;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 
-use super::stage::{BatchTime, Stage, StageOutput, StageStats};
-use crate::decode::decode_file;
-use crate::pipeline::{FileFormat, TableFormat, TableSpec};
-use crate::source::list_input_files;
+use super::stage::{BatchTime, Stage, StageOutput, StageStats, StaticTable};
+use crate::pipeline::TableSpec;
 use crate::state::StateStore;
 
 /// The table name of a batch's rows in a stage's query.
@@ -39,6 +37,8 @@ pub struct SqlStage {
     output_schema: SchemaRef,
     /// The most rows one batch may output (`max-output-rows-per-batch`).
     max_rows: u64,
+    /// The static tables as read when the stage opened.
+    tables: Vec<StaticTable>,
 }
 
 impl SqlStage {
@@ -48,12 +48,12 @@ impl SqlStage {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let config = SessionConfig::new().with_target_partitions(1).with_information_schema(false);
         let context = SessionContext::new_with_config(config);
+        let mut read = Vec::with_capacity(tables.len());
         for table in tables {
             let schema = bridge::schema_to_datafusion(&table.schema)?;
-            let batches = read_table(table)?
-                .iter()
-                .map(|batch| bridge::to_datafusion(batch, &schema))
-                .collect::<Result<Vec<_>>>()?;
+            let (rows, fingerprint) = tables::read_table(table)?;
+            read.push(fingerprint);
+            let batches = rows.iter().map(|batch| bridge::to_datafusion(batch, &schema)).collect::<Result<Vec<_>>>()?;
             let provider = MemTable::try_new(schema, vec![batches])?;
             context.register_table(table.name.as_str(), Arc::new(provider))?;
         }
@@ -89,6 +89,7 @@ impl SqlStage {
             input_schema,
             output_schema,
             max_rows,
+            tables: read,
         })
     }
 }
@@ -206,50 +207,6 @@ fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
     Ok(RecordBatch::try_new_with_options(schema.clone(), columns, &options)?)
 }
 
-/// Every row of a static table.
-fn read_table(table: &TableSpec) -> Result<Vec<RecordBatch>> {
-    let mut batches = Vec::new();
-    for file in list_input_files(&table.path)? {
-        match table.format {
-            TableFormat::Parquet => batches.extend(read_parquet(&file, &table.schema)?),
-            TableFormat::Csv | TableFormat::Json => {
-                let format = match table.format {
-                    TableFormat::Csv => FileFormat::Csv { header: true, delimiter: b',' },
-                    _ => FileFormat::Json,
-                };
-                let bytes =
-                    std::fs::read(&file).with_context(|| format!("cannot read table file {}", file.display()))?;
-                batches.push(decode_file(&format, &bytes, &table.schema, &file, false)?.rows);
-            }
-        }
-    }
-    Ok(batches)
-}
-
-fn read_parquet(file: &Path, schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
-    let reader = std::fs::File::open(file).with_context(|| format!("cannot read table file {}", file.display()))?;
-    let builder = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(reader)
-        .with_context(|| format!("{} is not a Parquet file", file.display()))?;
-    let mut batches = Vec::new();
-    for batch in builder.build()? {
-        let batch = batch?;
-        let columns = schema
-            .fields()
-            .iter()
-            .map(|field| {
-                let column = batch.column_by_name(field.name()).with_context(|| {
-                    format!("{} has no column '{}' (the table's schema names it)", file.display(), field.name())
-                })?;
-                arrow::compute::cast(column, field.data_type()).with_context(|| {
-                    format!("{}: column '{}' cannot be read as {}", file.display(), field.name(), field.data_type())
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        batches.push(RecordBatch::try_new(schema.clone(), columns)?);
-    }
-    Ok(batches)
-}
-
 impl Stage for SqlStage {
     fn output_schema(&self) -> &SchemaRef {
         &self.output_schema
@@ -261,6 +218,10 @@ impl Stage for SqlStage {
 
     fn is_stateless(&self) -> bool {
         true
+    }
+
+    fn static_tables(&self) -> Vec<StaticTable> {
+        self.tables.clone()
     }
 
     fn timers_due(&mut self, _store: &StateStore, _time: BatchTime) -> Result<bool> {

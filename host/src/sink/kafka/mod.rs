@@ -7,8 +7,8 @@
 //! (`sinks/0/intents/<N>`): where each output partition ends and how many partitions
 //! each topic has. A batch re-run after a crash reads its partitions from there, finds
 //! which of its records are already written (checking that each is the record it
-//! would write: a processor whose output is not deterministic stops the query rather
-//! than mix two outputs), and writes only the others — so the topics hold every row
+//! would write: a re-run whose output differs stops the query rather than mix two
+//! outputs), and writes only the others — so the topics hold every row
 //! exactly once for any consumer. With `transactional = true`
 //! each batch is also one Kafka transaction (read_committed consumers see it whole).
 //! The intent records whether the batch is written in a transaction, and a re-run
@@ -332,7 +332,7 @@ impl Sink for KafkaSink {
                 None => missing.push(record),
                 Some(hash) if *hash == record.hash => {}
                 Some(_) => bail!(
-                    "sink: batch {batch_id} ran again after a crash, but its record {} for topic '{}' partition {} differs from the one written before: the query's output is not deterministic (does the processor read the clock, or iterate a hash map?); nothing more is written and the batch is not committed",
+                    "sink: batch {batch_id} ran again after a crash, but its record {} for topic '{}' partition {} differs from the one an earlier run wrote; nothing more is written and the batch is not committed. A re-run has the batch's input, time, watermark and static tables, and its output does not depend on `parallelism`, so something else changed between the runs: a processor module or a stage replaced before the batch committed (put it back until the batch has committed), a processor whose output depends on more than its rows, state, timers and the sandbox's clock and random numbers (e.g. values it keeps in memory between calls), or another query writing with this checkpoint's query id (a copy of the checkpoint)",
                     record.sequence,
                     record.topic,
                     record.partition

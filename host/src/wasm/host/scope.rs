@@ -1,6 +1,7 @@
 //! `eddy:processor/scope`: which key of a multi-key call is current. Selecting a key
 //! (or taking a timer, which selects its key) starts that key's share of the call:
-//! its log bytes count from 0 and errors name it.
+//! its log bytes count from 0, errors name it and random numbers come from its key
+//! group's stream.
 
 use super::HostState;
 use crate::wasm::bindings::eddy::processor::scope;
@@ -15,6 +16,7 @@ impl HostState {
             );
         }
         self.scope.current = Some(index);
+        self.clock.select_key_group(Some(self.scope.keys[index].scope.key_group()));
         self.start_call();
         Ok(())
     }

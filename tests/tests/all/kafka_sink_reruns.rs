@@ -94,6 +94,15 @@ fn eddy_records(broker: &Broker) -> BTreeMap<(u64, i64, u64), usize> {
     seen
 }
 
+/// How many users `lines` name: running-count writes one row per user a batch saw.
+fn users_in(lines: &[String]) -> usize {
+    let users: std::collections::BTreeSet<String> = lines
+        .iter()
+        .map(|line| serde_json::from_str::<Value>(line).expect("JSON")["user"].as_str().expect("user").to_string())
+        .collect();
+    users.len()
+}
+
 /// How many rows the batches of `checkpoint` wrote (from progress).
 fn rows_written(checkpoint: &Path) -> usize {
     progress(checkpoint).iter().map(|b| b["sink"]["numOutputRows"].as_u64().unwrap_or(0) as usize).sum()
@@ -108,12 +117,15 @@ fn a_rerun_skips_other_producers_records_whose_header_key_is_not_utf8() {
     let dir = tempfile::tempdir().expect("temp dir");
     let checkpoint = dir.path().join("checkpoint");
     let spec = spec(dir.path(), &broker, "");
-    // Batch 0 is published; another producer writes a record whose header key is
-    // not UTF-8 after it; the query is killed before batch 0's commit.
-    let child = start(&spec, &checkpoint, ("EDDY_PAUSE_AFTER_PUBLISH_MS", "60000"));
-    wait_until("batch 0's publication", || checkpoint.join("sinks/0/0").exists());
+    // Batch 0's records are written; another producer writes a record whose header
+    // key is not UTF-8 after them; the query is killed before batch 0 is recorded as
+    // published, so its re-run reads the partition to find what it wrote.
+    let child = start(&spec, &checkpoint, ("EDDY_PAUSE_AFTER_SINK_WRITE_MS", "60000"));
+    let expected = users_in(&purchases(100, 10, 21));
+    wait_until("batch 0's records", || eddy_records(&broker).len() == expected);
     broker.produce_raw("totals", 0, None, Some(b"\xff\xfetrace"), r#"{"other":"producer"}"#);
     kill(child);
+    assert!(!checkpoint.join("sinks/0/0").exists());
 
     let output = eddy_run(&spec, &checkpoint).output().expect("eddy runs");
     assert_ok(&output, &broker);
@@ -137,9 +149,13 @@ fn a_transactional_rerun_finds_its_committed_records_past_another_producers_open
     // is written: the last stable offset stays before batch 0's committed records.
     let other = broker.open_transaction("totals", 0, r#"{"other":"open"}"#);
     let transactional = spec(dir.path(), &broker, "transactional = true");
-    let child = start(&transactional, &checkpoint, ("EDDY_PAUSE_AFTER_PUBLISH_MS", "60000"));
-    wait_until("batch 0's publication", || checkpoint.join("sinks/0/0").exists());
+    let child = start(&transactional, &checkpoint, ("EDDY_PAUSE_AFTER_SINK_WRITE_MS", "60000"));
+    let expected = users_in(&purchases(100, 10, 22));
+    wait_until("batch 0's records", || eddy_records(&broker).len() == expected);
+    // Its transaction commits right after its records are delivered; then the pause.
+    std::thread::sleep(Duration::from_secs(2));
     kill(child);
+    assert!(!checkpoint.join("sinks/0/0").exists(), "batch 0 is not recorded as published");
     let (stable, end) = broker.stable_and_end("totals", 0);
     assert!(stable < end, "the other transaction holds the last stable offset back ({stable} < {end})");
 

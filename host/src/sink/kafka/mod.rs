@@ -355,7 +355,7 @@ impl Sink for KafkaSink {
         }
         let result = self.produce(producer, batch_id, &missing, &intent.partition_counts);
         if transaction {
-            pause_in_transaction();
+            pause_for_crash_tests("EDDY_PAUSE_IN_TRANSACTION_MS");
             match &result {
                 Ok(_) => producer.commit_transaction(TRANSACTION_TIMEOUT).map_err(|error| {
                     self.redactor.error(&format!("sink: batch {batch_id}: cannot commit the Kafka transaction"), &error)
@@ -367,6 +367,7 @@ impl Sink for KafkaSink {
         }
         let bytes = result.map_err(|error| anyhow!("{error:#}"))?;
         self.bytes_written += bytes;
+        pause_for_crash_tests("EDDY_PAUSE_AFTER_SINK_WRITE_MS");
         Ok(())
     }
 
@@ -400,10 +401,12 @@ fn create_producer(
     Ok(producer)
 }
 
-/// Fault injection for crash tests: with `EDDY_PAUSE_IN_TRANSACTION_MS` set, a batch's
-/// transaction stays open that long after its records are delivered, before it commits.
-fn pause_in_transaction() {
-    if let Some(ms) = std::env::var("EDDY_PAUSE_IN_TRANSACTION_MS").ok().and_then(|ms| ms.parse().ok()) {
+/// Fault injection for crash tests: with `variable` set to a number of milliseconds,
+/// the sink pauses that long — `EDDY_PAUSE_IN_TRANSACTION_MS`: with a batch's records
+/// delivered and its transaction still open; `EDDY_PAUSE_AFTER_SINK_WRITE_MS`: with
+/// the batch written (and committed to Kafka) but not yet recorded as published.
+fn pause_for_crash_tests(variable: &str) {
+    if let Some(ms) = std::env::var(variable).ok().and_then(|ms| ms.parse().ok()) {
         std::thread::sleep(Duration::from_millis(ms));
     }
 }

@@ -71,7 +71,6 @@ impl Budget {
 /// Reads `ranges` with `consumer` for source `source` within `budget`; returns the
 /// records and where each range's reading ended (its planned end when read whole).
 /// A replayed batch's starts may since have been deleted.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn read_ranges(
     consumer: &BaseConsumer<EddyContext>,
     redactor: &Redactor,

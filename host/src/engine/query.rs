@@ -29,6 +29,7 @@ use crate::pipeline::Pipeline;
 use crate::sink::Sink;
 use crate::source::{Source, SourceBatch};
 use crate::state::{Cf, OperatorStateSchema, StateStore, StateTxn, schema_entry, write_schema_file};
+use crate::util::fault;
 
 /// The meta key of the watermark the last batch ran with.
 const LAST_BATCH_WATERMARK: &[u8] = b"engine/last-batch-watermark";
@@ -176,7 +177,7 @@ impl Query {
         }
         let sink_bytes_before = self.sink.bytes_written();
         let sink_ms = self.publish(batch_id, &output.rows)?;
-        pause_after_publish();
+        fault::pause("EDDY_PAUSE_AFTER_PUBLISH_MS");
         let sink_bytes = self.sink.bytes_written() - sink_bytes_before;
         let commit_ms = self.commit(&input, output.txns)?;
         let mut metrics = batch_metrics(input, output.stats, output.rows.iter().map(|b| b.num_rows() as u64).sum());
@@ -353,7 +354,7 @@ impl Query {
             self.sink.replay_batch(batch_id, &schema, rows)?;
         } else {
             self.sink.write_batch(batch_id, &schema, rows)?;
-            fault_pause("EDDY_PAUSE_BEFORE_MANIFEST_MS");
+            fault::pause("EDDY_PAUSE_BEFORE_MANIFEST_MS");
             let num_output_rows = rows.iter().map(|b| b.num_rows() as u64).sum();
             manifests.write(batch_id, &SinkManifest { batch_id, sink: self.sink.description(), num_output_rows })?;
         }
@@ -433,33 +434,6 @@ fn check_static_tables(batch_id: u64, recorded: &BTreeMap<String, String>, curre
 /// The first 12 hex digits of a fingerprint, as messages show it.
 fn short(fingerprint: &str) -> &str {
     fingerprint.get(..12).unwrap_or(fingerprint)
-}
-
-/// Fault injection for crash tests: with `EDDY_PAUSE_AFTER_PUBLISH_MS` set, every batch
-/// waits that long between publishing its output and committing its state, so that a
-/// test's kill -9 lands in that window (the one exactly-once sinks must survive).
-fn pause_after_publish() {
-    fault_pause("EDDY_PAUSE_AFTER_PUBLISH_MS");
-}
-
-/// Fault injection for crash tests: waits the milliseconds the environment variable
-/// `name` says (read once per name), if set. `EDDY_PAUSE_BEFORE_MANIFEST_MS` waits
-/// after the sink wrote a batch and before its manifest records it, so that a kill
-/// there makes the next run write the batch again over what is already written.
-fn fault_pause(name: &'static str) {
-    use std::collections::HashMap;
-    use std::sync::Mutex;
-    static PAUSES: Mutex<Option<HashMap<&'static str, Option<std::time::Duration>>>> = Mutex::new(None);
-    let pause = {
-        let mut pauses = PAUSES.lock().unwrap_or_else(|poison| poison.into_inner());
-        *pauses.get_or_insert_with(HashMap::new).entry(name).or_insert_with(|| {
-            let ms = std::env::var(name).ok()?.parse().ok()?;
-            Some(std::time::Duration::from_millis(ms))
-        })
-    };
-    if let Some(pause) = pause {
-        std::thread::sleep(pause);
-    }
 }
 
 /// The metrics of a batch from its input and what its stateful stages did (the rows

@@ -120,7 +120,7 @@ fn a_rerun_skips_other_producers_records_whose_header_key_is_not_utf8() {
     // Batch 0's records are written; another producer writes a record whose header
     // key is not UTF-8 after them; the query is killed before batch 0 is recorded as
     // published, so its re-run reads the partition to find what it wrote.
-    let child = start(&spec, &checkpoint, ("EDDY_PAUSE_AFTER_SINK_WRITE_MS", "60000"));
+    let child = start(&spec, &checkpoint, ("EDDY_PAUSE_BEFORE_MANIFEST_MS", "60000"));
     let expected = users_in(&purchases(100, 10, 21));
     wait_until("batch 0's records", || eddy_records(&broker).len() == expected);
     broker.produce_raw("totals", 0, None, Some(b"\xff\xfetrace"), r#"{"other":"producer"}"#);
@@ -149,7 +149,7 @@ fn a_transactional_rerun_finds_its_committed_records_past_another_producers_open
     // is written: the last stable offset stays before batch 0's committed records.
     let other = broker.open_transaction("totals", 0, r#"{"other":"open"}"#);
     let transactional = spec(dir.path(), &broker, "transactional = true");
-    let child = start(&transactional, &checkpoint, ("EDDY_PAUSE_AFTER_SINK_WRITE_MS", "60000"));
+    let child = start(&transactional, &checkpoint, ("EDDY_PAUSE_BEFORE_MANIFEST_MS", "60000"));
     let expected = users_in(&purchases(100, 10, 22));
     wait_until("batch 0's records", || eddy_records(&broker).len() == expected);
     // Its transaction commits right after its records are delivered; then the pause.

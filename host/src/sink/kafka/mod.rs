@@ -42,6 +42,7 @@ use crate::kafka::{
     header_value, headers, scan, topic_partitions, watermarks,
 };
 use crate::pipeline::KafkaSinkSpec;
+use crate::util::fault;
 
 /// How long a batch's records may take to be delivered.
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(600);
@@ -355,7 +356,7 @@ impl Sink for KafkaSink {
         }
         let result = self.produce(producer, batch_id, &missing, &intent.partition_counts);
         if transaction {
-            pause_for_crash_tests("EDDY_PAUSE_IN_TRANSACTION_MS");
+            fault::pause("EDDY_PAUSE_IN_TRANSACTION_MS");
             match &result {
                 Ok(_) => producer.commit_transaction(TRANSACTION_TIMEOUT).map_err(|error| {
                     self.redactor.error(&format!("sink: batch {batch_id}: cannot commit the Kafka transaction"), &error)
@@ -367,7 +368,6 @@ impl Sink for KafkaSink {
         }
         let bytes = result.map_err(|error| anyhow!("{error:#}"))?;
         self.bytes_written += bytes;
-        pause_for_crash_tests("EDDY_PAUSE_AFTER_SINK_WRITE_MS");
         Ok(())
     }
 
@@ -399,14 +399,4 @@ fn create_producer(
             .map_err(|error| settings.redactor().error("sink: cannot start Kafka transactions", &error))?;
     }
     Ok(producer)
-}
-
-/// Fault injection for crash tests: with `variable` set to a number of milliseconds,
-/// the sink pauses that long — `EDDY_PAUSE_IN_TRANSACTION_MS`: with a batch's records
-/// delivered and its transaction still open; `EDDY_PAUSE_AFTER_SINK_WRITE_MS`: with
-/// the batch written (and committed to Kafka) but not yet recorded as published.
-fn pause_for_crash_tests(variable: &str) {
-    if let Some(ms) = std::env::var(variable).ok().and_then(|ms| ms.parse().ok()) {
-        std::thread::sleep(Duration::from_millis(ms));
-    }
 }

@@ -245,6 +245,8 @@ impl OpenTransaction {
         use rdkafka::producer::Producer;
         self.producer.commit_transaction(Duration::from_secs(30)).expect("the transaction commits");
     }
+}
+
 /// A re-run of a batch by the Kafka sink, as its log line (`sink: batch N runs again: W
 /// of its T records were already written, …`) tells it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -220,6 +220,31 @@ impl Broker {
     }
 }
 
+/// `count` purchase events (`user`, `amount`) over `users` users, seeded.
+pub fn purchases(count: usize, users: u64, seed: u64) -> Vec<String> {
+    let mut rng = crate::Rng(seed);
+    (0..count)
+        .map(|_| format!("{{\"user\":\"u-{:03}\",\"amount\":{}}}", rng.below(users), rng.below(100) + 1))
+        .collect()
+}
+
+/// `eddy run SPEC --checkpoint CHECKPOINT`, to be given its environment and run.
+pub fn eddy_run(spec: &Path, checkpoint: &Path) -> Command {
+    let mut command = Command::new(eddy_bin());
+    command.args(["run", spec.to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")]);
+    command
+}
+
+/// Asserts that a run succeeded; shows its errors and the broker's log otherwise.
+pub fn assert_ok(output: &std::process::Output, broker: &Broker) {
+    assert!(
+        output.status.success(),
+        "eddy failed: {}\nbroker log:\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        broker.log()
+    );
+}
+
 /// The progress records of a checkpoint, in batch order (none before the first).
 pub fn progress(checkpoint: &Path) -> Vec<serde_json::Value> {
     let Ok(entries) = std::fs::read_dir(checkpoint.join("progress")) else { return Vec::new() };

@@ -176,8 +176,7 @@ fn rate_source(at: &Locator, raw: &RawSource, key: &dyn Fn(&str) -> String) -> R
         return Err(at.at(given, &key("schema"), "the rate source's schema is fixed: leave it out (it is \"timestamp TIMESTAMP NOT NULL, value BIGINT NOT NULL\")"));
     }
     if let Some(bytes) = &raw.max_bytes_per_trigger {
-        let problem =
-            "only file and Kafka sources take max-bytes-per-trigger; bound the rate source's batches with max-rows-per-trigger";
+        let problem = "only file and Kafka sources take max-bytes-per-trigger; bound the rate source's batches with max-rows-per-trigger";
         return Err(at.at(bytes, &key("max-bytes-per-trigger"), problem));
     }
     let max_rows_per_trigger = match &raw.max_rows_per_trigger {

@@ -73,12 +73,13 @@ fn run_with_watermark(delay_minutes: u32) -> (BTreeMap<String, i64>, i64) {
             }
         }
     }
-    let late = eddy(&["state", "read", checkpoint.to_str().expect("path"), "--var", "late_readings", "--key", "[\"u1\"]"]);
+    let late =
+        eddy(&["state", "read", checkpoint.to_str().expect("path"), "--var", "late_readings", "--key", "[\"u1\"]"]);
     let late = match late.trim() {
         "" => 0,
-        line => serde_json::from_str::<serde_json::Value>(line).expect("a JSON line")["value"]
-            .as_i64()
-            .expect("a count"),
+        line => {
+            serde_json::from_str::<serde_json::Value>(line).expect("a JSON line")["value"].as_i64().expect("a count")
+        }
     };
     (counts, late)
 }

@@ -8,17 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use eddy_tests::kafka::{Broker, progress};
-use eddy_tests::{Rng, eddy_bin, wasm};
+use eddy_tests::kafka::{Broker, assert_ok, eddy_run, progress, purchases};
+use eddy_tests::{eddy_bin, wasm};
 use serde_json::Value;
-
-/// `count` purchase events over `users` users, seeded.
-fn purchases(count: usize, users: u64, seed: u64) -> Vec<String> {
-    let mut rng = Rng(seed);
-    (0..count)
-        .map(|_| format!("{{\"user\":\"u-{:03}\",\"amount\":{}}}", rng.below(users), rng.below(100) + 1))
-        .collect()
-}
 
 /// A running-count pipeline reading `source` keys and writing to topic `out`.
 fn spec(dir: &Path, broker: &Broker, source: &str, trigger: &str, sink: &str) -> PathBuf {
@@ -43,24 +35,8 @@ fn kafka_sink(broker: &Broker, topic: &str) -> String {
     )
 }
 
-/// `eddy run SPEC --checkpoint CHECKPOINT`, to be given its environment and run.
-fn eddy_run(spec: &Path, checkpoint: &Path) -> Command {
-    let mut command = Command::new(eddy_bin());
-    command.args(["run", spec.to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")]);
-    command
-}
-
 fn run(spec: &Path, checkpoint: &Path) -> Output {
     eddy_run(spec, checkpoint).output().expect("eddy runs")
-}
-
-fn assert_ok(output: &Output, broker: &Broker) {
-    assert!(
-        output.status.success(),
-        "eddy failed: {}\nbroker log:\n{}",
-        String::from_utf8_lossy(&output.stderr),
-        broker.log()
-    );
 }
 
 /// An offset of a Spark offset JSON `{"topic":{"0":n}}`.

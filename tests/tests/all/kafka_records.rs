@@ -3,11 +3,10 @@
 //! that do not exist or were made again, and batches bounded in bytes.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-use eddy_tests::eddy_bin;
-use eddy_tests::kafka::{Broker, progress};
+use eddy_tests::kafka::{Broker, eddy_run, progress};
 use serde_json::Value;
 
 /// A pipeline reading Kafka `source` (its keys after `format`) with `schema` into the
@@ -24,12 +23,6 @@ fn spec(dir: &Path, broker: &Broker, schema: &str, source: &str) -> PathBuf {
     let file = dir.join("pipeline.toml");
     std::fs::write(&file, text).expect("spec");
     file
-}
-
-fn eddy_run(spec: &Path, checkpoint: &Path) -> Command {
-    let mut command = Command::new(eddy_bin());
-    command.args(["run", spec.to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")]);
-    command
 }
 
 fn run(spec: &Path, checkpoint: &Path) -> Output {

@@ -10,20 +10,12 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use eddy_tests::kafka::{Broker, progress};
-use eddy_tests::{Rng, eddy_bin, wasm};
+use eddy_tests::kafka::{Broker, assert_ok, eddy_run, progress, purchases};
+use eddy_tests::wasm;
 use serde_json::Value;
-
-/// `count` purchase events over `users` users, seeded.
-fn purchases(count: usize, users: u64, seed: u64) -> Vec<String> {
-    let mut rng = Rng(seed);
-    (0..count)
-        .map(|_| format!("{{\"user\":\"u-{:03}\",\"amount\":{}}}", rng.below(users), rng.below(100) + 1))
-        .collect()
-}
 
 /// running-count from topic `purchases` to topic `totals`; `sink` adds sink keys.
 fn spec(dir: &Path, broker: &Broker, sink: &str) -> PathBuf {
@@ -40,21 +32,6 @@ fn spec(dir: &Path, broker: &Broker, sink: &str) -> PathBuf {
     let file = dir.join("pipeline.toml");
     std::fs::write(&file, text).expect("spec");
     file
-}
-
-fn eddy_run(spec: &Path, checkpoint: &Path) -> Command {
-    let mut command = Command::new(eddy_bin());
-    command.args(["run", spec.to_str().expect("path"), "--checkpoint", checkpoint.to_str().expect("path")]);
-    command
-}
-
-fn assert_ok(output: &Output, broker: &Broker) {
-    assert!(
-        output.status.success(),
-        "eddy failed: {}\nbroker log:\n{}",
-        String::from_utf8_lossy(&output.stderr),
-        broker.log()
-    );
 }
 
 /// Starts eddy with `env` set; it runs until killed or done.

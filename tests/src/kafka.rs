@@ -235,6 +235,27 @@ pub fn eddy_run(spec: &Path, checkpoint: &Path) -> Command {
     command
 }
 
+/// Starts `eddy run DIR/pipeline.toml --checkpoint DIR/checkpoint --quiet`, logging at
+/// info to a piped stderr, with a crash-test `pause` (variable, milliseconds) if given.
+pub fn start_quiet(dir: &Path, pause: Option<(&str, &str)>) -> Child {
+    let mut command = Command::new(eddy_bin());
+    command
+        .args([
+            "run",
+            dir.join("pipeline.toml").to_str().expect("path"),
+            "--checkpoint",
+            dir.join("checkpoint").to_str().expect("path"),
+            "--quiet",
+        ])
+        .env("EDDY_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if let Some((variable, ms)) = pause {
+        command.env(variable, ms);
+    }
+    command.spawn().expect("eddy starts")
+}
+
 /// Asserts that a run succeeded; shows its errors and the broker's log otherwise.
 pub fn assert_ok(output: &std::process::Output, broker: &Broker) {
     assert!(

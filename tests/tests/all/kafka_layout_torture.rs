@@ -12,11 +12,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use eddy_tests::kafka::{Broker, Rerun, reruns};
-use eddy_tests::{Rng, eddy_bin, env_or, wasm};
+use eddy_tests::kafka::{Broker, Rerun, reruns, start_quiet};
+use eddy_tests::{Rng, env_or, wasm};
 use serde_json::Value;
 
 /// The shard counts the starts cycle through: each restart runs with another.
@@ -48,22 +48,7 @@ fn write_spec(dir: &Path, broker: &Broker, query: &Tortured, parallelism: usize)
 }
 
 fn start(dir: &Path, pause_before_manifest: bool) -> Child {
-    let mut command = Command::new(eddy_bin());
-    command
-        .args([
-            "run",
-            dir.join("pipeline.toml").to_str().expect("path"),
-            "--checkpoint",
-            dir.join("checkpoint").to_str().expect("path"),
-            "--quiet",
-        ])
-        .env("EDDY_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    if pause_before_manifest {
-        command.env("EDDY_PAUSE_BEFORE_MANIFEST_MS", "1500");
-    }
-    command.spawn().expect("eddy starts")
+    start_quiet(dir, pause_before_manifest.then_some(("EDDY_PAUSE_BEFORE_MANIFEST_MS", "1500")))
 }
 
 /// What the output topic holds, read_uncommitted: per (batch, partition), the

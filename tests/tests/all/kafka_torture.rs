@@ -10,12 +10,12 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use eddy_tests::kafka::{Broker, reruns};
+use eddy_tests::kafka::{Broker, reruns, start_quiet};
 use eddy_tests::torture::final_state;
-use eddy_tests::{Rng, eddy_bin, env_or, wasm};
+use eddy_tests::{Rng, env_or, wasm};
 use serde_json::Value;
 
 fn write_spec(dir: &Path, broker: &Broker, output: &str) {
@@ -34,22 +34,7 @@ fn write_spec(dir: &Path, broker: &Broker, output: &str) {
 }
 
 fn start(dir: &Path, pause_after_publish: bool) -> Child {
-    let mut command = Command::new(eddy_bin());
-    command
-        .args([
-            "run",
-            dir.join("pipeline.toml").to_str().expect("path"),
-            "--checkpoint",
-            dir.join("checkpoint").to_str().expect("path"),
-            "--quiet",
-        ])
-        .env("EDDY_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    if pause_after_publish {
-        command.env("EDDY_PAUSE_AFTER_PUBLISH_MS", "300");
-    }
-    command.spawn().expect("eddy starts")
+    start_quiet(dir, pause_after_publish.then_some(("EDDY_PAUSE_AFTER_PUBLISH_MS", "300")))
 }
 
 /// How many re-runs in `stderr` found records of their batch already written.
